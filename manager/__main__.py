@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from manager.main import main
+
+raise SystemExit(main())

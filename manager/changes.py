@@ -1,0 +1,209 @@
+"""The change model: read an overlayfs upper directory into a list of changes.
+
+Shared by every engine. An engine says which upper directory stands over which
+real directory (a :class:`Layer`); everything else -- status, diff, commit,
+discard -- works from the changes read here.
+
+The cases are a closed set, as in binpash/try's ``TRYCASE(change, local)``: the
+upper entry is a whiteout, an opaque directory, a directory, a regular file, a
+symlink or another special file, and the real path is a directory, a file, a
+symlink, something else or missing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+WHITEOUT_XATTRS = ("trusted.overlay.whiteout", "user.overlay.whiteout")
+
+
+class Kind(str, Enum):
+    ADDED = "added"          # no real entry; the upper entry is new
+    MODIFIED = "modified"    # same type, different content (or link target)
+    MODE = "mode"            # same type and content, different permissions
+    DELETED = "deleted"      # whiteout over a real entry
+    REPLACED = "replaced"    # type changed, or an opaque directory over a real one
+
+
+class EntryType(str, Enum):
+    DIR = "dir"
+    FILE = "file"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """An upper directory and the real directory it stands over."""
+
+    upper: Path
+    target: Path
+
+
+@dataclass(frozen=True)
+class Change:
+    path: Path                  # the real, absolute path this change applies to
+    kind: Kind
+    upper: Path                 # the upper entry (a whiteout for DELETED)
+    new_type: EntryType | None  # None for DELETED
+    old_type: EntryType | None  # None for ADDED
+    in_project: bool
+    opaque: bool = False        # a directory whose real contents are all replaced
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "path": str(self.path),
+            "kind": self.kind.value,
+            "type": (self.new_type or self.old_type or EntryType.OTHER).value,
+            "old_type": self.old_type.value if self.old_type else None,
+            "in_project": self.in_project,
+            "opaque": self.opaque,
+        }
+
+
+def entry_type(mode: int) -> EntryType:
+    if stat.S_ISDIR(mode):
+        return EntryType.DIR
+    if stat.S_ISREG(mode):
+        return EntryType.FILE
+    if stat.S_ISLNK(mode):
+        return EntryType.SYMLINK
+    return EntryType.OTHER
+
+
+def is_whiteout(path: Path, st: os.stat_result) -> bool:
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+        return True
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0 and _has_xattr(path, WHITEOUT_XATTRS)
+
+
+def is_opaque(path: Path) -> bool:
+    return _has_xattr(path, OPAQUE_XATTRS, value=b"y")
+
+
+def _has_xattr(path: Path, names: tuple[str, ...], value: bytes | None = None) -> bool:
+    for name in names:
+        try:
+            found = os.getxattr(path, name, follow_symlinks=False)
+        except OSError:
+            continue
+        if value is None or found == value:
+            return True
+    return False
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def read_changes(layers: list[Layer], project: Path) -> list[Change]:
+    """Every change in ``layers``, parents before children, sorted by path."""
+    changes: list[Change] = []
+    for layer in layers:
+        if layer.upper.is_dir():
+            changes.extend(_walk(layer, layer.upper, layer.target, project, parent_new=False))
+    changes.sort(key=lambda c: c.path.parts)
+    return changes
+
+
+def _walk(layer: Layer, upper_dir: Path, real_dir: Path, project: Path,
+          parent_new: bool) -> Iterator[Change]:
+    try:
+        names = sorted(os.listdir(upper_dir))
+    except OSError:
+        return
+    for name in names:
+        yield from _entry(layer, upper_dir / name, real_dir / name, project, parent_new)
+
+
+def _entry(layer: Layer, upper: Path, real: Path, project: Path,
+           parent_new: bool) -> Iterator[Change]:
+    ust = os.lstat(upper)
+    # Below an added or opaque directory the real tree is hidden: everything is new.
+    rst = None if parent_new else _lstat(real)
+    in_project = real == project or project in real.parents
+    old_type = entry_type(rst.st_mode) if rst else None
+
+    if is_whiteout(upper, ust):
+        if rst is not None:
+            yield Change(real, Kind.DELETED, upper, None, old_type, in_project)
+        return
+
+    new_type = entry_type(ust.st_mode)
+    if new_type is EntryType.DIR:
+        opaque = is_opaque(upper)
+        kind = _dir_kind(ust, rst, opaque)
+        if kind is not None:
+            yield Change(real, kind, upper, new_type, old_type, in_project, opaque=opaque)
+        hidden = rst is None or opaque or old_type is not EntryType.DIR
+        yield from _walk(layer, upper, real, project, parent_new=hidden)
+        return
+
+    kind = _leaf_kind(upper, ust, real, rst)
+    if kind is not None:
+        yield Change(real, kind, upper, new_type, old_type, in_project)
+
+
+def _dir_kind(ust: os.stat_result, rst: os.stat_result | None, opaque: bool) -> Kind | None:
+    if rst is None:
+        return Kind.ADDED
+    if not stat.S_ISDIR(rst.st_mode) or opaque:
+        return Kind.REPLACED
+    if stat.S_IMODE(ust.st_mode) != stat.S_IMODE(rst.st_mode):
+        return Kind.MODE
+    return None
+
+
+def _leaf_kind(upper: Path, ust: os.stat_result, real: Path,
+               rst: os.stat_result | None) -> Kind | None:
+    if rst is None:
+        return Kind.ADDED
+    if entry_type(rst.st_mode) is not entry_type(ust.st_mode):
+        return Kind.REPLACED
+    if not same_content(upper, ust, real, rst):
+        return Kind.MODIFIED
+    if stat.S_IMODE(ust.st_mode) != stat.S_IMODE(rst.st_mode) and not stat.S_ISLNK(ust.st_mode):
+        return Kind.MODE
+    return None
+
+
+def same_content(a: Path, ast: os.stat_result, b: Path, bst: os.stat_result) -> bool:
+    if stat.S_ISLNK(ast.st_mode):
+        return os.readlink(a) == os.readlink(b)
+    if not stat.S_ISREG(ast.st_mode):
+        return (ast.st_mode, ast.st_rdev) == (bst.st_mode, bst.st_rdev)
+    if ast.st_size != bst.st_size:
+        return False
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                chunk_a = fa.read(1 << 20)
+                if chunk_a != fb.read(1 << 20):
+                    return False
+                if not chunk_a:
+                    return True
+    except OSError:
+        return False
+
+
+def split(changes: list[Change]) -> tuple[list[Change], list[Change]]:
+    """(inside the project, elsewhere on the system)."""
+    inside = [c for c in changes if c.in_project]
+    outside = [c for c in changes if not c.in_project]
+    return inside, outside
+
+
+def select(changes: list[Change], paths: list[Path]) -> list[Change]:
+    """The changes at or below any of ``paths`` (absolute)."""
+    if not paths:
+        return list(changes)
+    return [c for c in changes if any(c.path == p or p in c.path.parents for p in paths)]

@@ -1,0 +1,196 @@
+"""Layered configuration: defaults < user < project < environment < flags.
+
+Every value remembers where it came from, so ``workspace config`` can say why a
+setting has the value it has. Files are read, never written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from manager import paths
+from manager.errors import ConfigError
+
+PROJECT_FILE = ".workspace.yaml"
+ENV_PREFIX = "WORKSPACE_"
+
+
+@dataclass(frozen=True)
+class Option:
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+ENGINES = ("auto", "try", "overlay", "podman", "docker")
+
+# One table for every setting. Dotted names map to nested YAML mappings.
+SCHEMA: dict[str, Option] = {
+    "engine": Option(str, "auto", "sandbox engine", ENGINES),
+    "exclude": Option(list, [], "glob patterns (absolute, or relative to the project) never committed"),
+    "gc.max_age_days": Option(int, 14, "gc removes empty sessions idle this long even if alive"),
+    "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
+    "try.path": Option(str, "", "path to binpash/try (default: found on PATH)"),
+    "container.image": Option(str, "workspace-sandbox:latest", "image for podman/docker sessions"),
+    "container.network": Option(bool, True, "give container sessions network access"),
+    "container.memory": Option(str, "", "memory limit, e.g. 2g (empty: none)"),
+    "container.pids": Option(int, 0, "process limit (0: none)"),
+    "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),
+    "container.mount_home": Option(bool, False, "also overlay $HOME into the container"),
+}
+
+
+@dataclass
+class Config:
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def user_config_files() -> list[Path]:
+    """User-authored files, lowest precedence first."""
+    files = []
+    for base in (paths.config_home(), _plugin_data()):
+        if base is None:
+            continue
+        files.extend(base / name for name in ("config.yaml", "config.yml", "config.json"))
+    return files
+
+
+def _plugin_data() -> Path | None:
+    value = os.environ.get("CLAUDE_PLUGIN_DATA")
+    return Path(value) if value else None
+
+
+def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
+    config = Config()
+    for key, option in SCHEMA.items():
+        _set(config, key, option.default, "default")
+    for path in user_config_files():
+        _merge_file(config, path)
+    if project is not None:
+        _merge_file(config, project / PROJECT_FILE)
+    _merge_env(config)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            _set(config, key, _coerce(key, value, "command line"), "command line")
+    return config
+
+
+def _set(config: Config, key: str, value: Any, source: str) -> None:
+    config.values[key] = value
+    config.sources[key] = source
+
+
+def _merge_file(config: Config, path: Path) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    data = _parse(path, text)
+    for key, value in _flatten(data, path).items():
+        _set(config, key, _coerce(key, value, str(path)), str(path))
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml  # lazy: only when a YAML file exists
+
+            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except Exception as exc:  # noqa: BLE001 - any parser error is a config error
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, found {type(data).__name__}")
+    return data
+
+
+def _flatten(data: dict[str, Any], path: Path, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        key = f"{prefix}{raw_key}"
+        if isinstance(value, dict) and any(k.startswith(key + ".") for k in SCHEMA):
+            flat.update(_flatten(value, path, key + "."))
+        elif key in SCHEMA:
+            flat[key] = value
+        else:
+            raise ConfigError(f"{path}: unknown setting {key!r}", hint=_suggest(key))
+    return flat
+
+
+def _suggest(key: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(SCHEMA), n=1)
+    if close:
+        return f"did you mean {close[0]!r}? (`workspace config` lists every setting)"
+    return "`workspace config` lists every setting"
+
+
+def _merge_env(config: Config) -> None:
+    for key in SCHEMA:
+        name = env_name(key)
+        if name in os.environ:
+            _set(config, key, _coerce(key, os.environ[name], f"${name}"), f"${name}")
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper().replace(".", "__")
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    option = SCHEMA[key]
+    try:
+        result = _convert(option.type, value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"{source}: setting {key!r} expects {option.type.__name__}, got {value!r}"
+        ) from exc
+    if option.choices and result not in option.choices:
+        raise ConfigError(
+            f"{source}: setting {key!r} must be one of {', '.join(option.choices)}; got {result!r}"
+        )
+    return result
+
+
+def _convert(kind: type, value: Any) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(value)
+    if kind is list:
+        if isinstance(value, str):
+            value = json.loads(value) if value.startswith("[") else [v for v in value.split(",") if v]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(value)
+        return list(value)
+    if kind in (int, float) and isinstance(value, bool):
+        raise TypeError(value)
+    if kind is str and not isinstance(value, str):
+        raise TypeError(value)
+    if kind is int and isinstance(value, float):
+        raise TypeError(value)
+    return kind(value)

@@ -1,0 +1,1 @@
+"""Sandbox engines behind one protocol (see :mod:`manager.engines.base`)."""

@@ -1,0 +1,83 @@
+"""The engine protocol: every sandbox engine fills this one shape.
+
+An engine prepares a session's sandbox, runs a command in it (stdin, stdout,
+stderr, exit status and signals passed through; working directory and
+environment preserved), says where its upper directories are, reports what
+works for ``workspace doctor``, and releases what it holds. What changed is read
+from the upper directories by :mod:`manager.changes`, so review and commit are
+the same for every engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from manager.changes import Layer
+from manager.config import Config
+from manager.store import Session
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``workspace doctor``: what was checked, whether it works, and the fix."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One command to run in a session's sandbox."""
+
+    command: str                   # a bash script, e.g. ``shlex.join(argv)``
+    cwd: str                       # working directory inside the sandbox
+    timeout: float | None = None   # seconds; the whole process tree dies when it runs out
+    cwd_out: Path | None = None    # where to record the final working directory
+
+
+class Engine(Protocol):
+    name: str
+
+    def health_check(self) -> str | None:
+        """``None`` when the engine can run here, else the reason (with the fix)."""
+
+    def checks(self) -> list[Check]:
+        """Every check ``workspace doctor`` shows for this engine."""
+
+    def layers(self, session: Session) -> list[Layer]:
+        """The session's upper directories and the real directories they stand over."""
+
+    def prepare(self, session: Session) -> None:
+        """Make the sandbox ready for calls (idempotent); called under the session lock."""
+
+    def run(self, session: Session, request: RunRequest) -> int:
+        """Run with this process's stdio; return the exit status (128+N for signal N, 124 timeout)."""
+
+    def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
+        """The lean argv that runs ``request`` in a prepared sandbox, for per-call hooks.
+
+        It must never run the command outside the sandbox: when the sandbox is
+        not ready it fails (exit 125) or re-prepares it through the CLI.
+        """
+
+    def release(self, session: Session) -> None:
+        """Stop whatever runs for the session (holders, containers); keep its changes."""
+
+    def destroy(self, session: Session) -> None:
+        """Release and delete the sandbox, changes included."""
+
+
+EngineFactory = type  # engines are classes constructed with the merged Config
+
+
+def make(name: str, config: Config) -> Engine:
+    from manager.engines import registry
+
+    return registry.get(name)(config)

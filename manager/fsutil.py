@@ -1,0 +1,72 @@
+"""Small filesystem helpers: atomic writes and advisory locks."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from manager.errors import WorkspaceError
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write via temp file + fsync + rename, so readers see old or new, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    write_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(path: Path, shared: bool = False, timeout: float | None = None,
+           what: str = "the session") -> Iterator[int]:
+    """Hold an flock on ``path``; raise a clear error when ``timeout`` runs out."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        _acquire(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, timeout, what)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _acquire(fd: int, kind: int, timeout: float | None, what: str) -> None:
+    if timeout is None:
+        fcntl.flock(fd, kind)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            raise WorkspaceError(
+                f"{what} is busy: another workspace command or a sandboxed command holds its lock",
+                hint="wait for the running command to finish (or stop it), then try again",
+            )
+        time.sleep(0.05)
