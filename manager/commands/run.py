@@ -1,0 +1,54 @@
+"""``workspace run``: run a command inside the session's sandbox."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from pathlib import Path
+
+from manager import store
+from manager.commands.common import session_args
+from manager.context import Context
+from manager.engines.base import RunRequest
+from manager.errors import WorkspaceError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run a command in the sandbox",
+                       description="Run CMD in the project's current session (created when "
+                                   "there is none); its side effects stay in the overlay.")
+    session_args(p)
+    p.add_argument("--new", action="store_true", help="start a new session for the project")
+    p.add_argument("--engine", help="engine for a new session (auto, try, overlay, podman, docker)")
+    p.add_argument("--cwd", help="working directory inside the sandbox (default: the current one)")
+    p.add_argument("--cwd-out", help="write the final working directory to this file")
+    p.add_argument("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)")
+    p.add_argument("-c", dest="script", metavar="SCRIPT", help="a bash script, as with `bash -c`")
+    p.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = _command(args)
+    ctx = Context.load(args.project, {"engine": args.engine})
+    session = ctx.open_or_create(args.session, new=args.new)
+    engine = ctx.engine(session)
+    with store.lock(session, shared=True, timeout=60):
+        engine.prepare(session)
+        request = RunRequest(command=command, cwd=args.cwd or os.getcwd(), timeout=args.timeout,
+                             cwd_out=Path(args.cwd_out) if args.cwd_out else None)
+        return engine.run(session, request)
+
+
+def _command(args: argparse.Namespace) -> str:
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if args.script is not None and argv:
+        raise WorkspaceError("give either -c SCRIPT or -- CMD..., not both")
+    if args.script is not None:
+        return str(args.script)
+    if not argv:
+        raise WorkspaceError("nothing to run", hint="workspace run -- CMD [ARG...]")
+    return shlex.join(argv)

@@ -1,0 +1,48 @@
+#!/bin/bash
+# The per-call entry of the built-in overlay engine: the lean path that every
+# sandboxed Bash call takes. Builtins only until the final exec, so it costs a
+# few milliseconds over `bash -c`.
+#
+# Usage: overlay_enter.sh SANDBOX SESSION PYTHON CWD CWD_OUT COMMAND
+#   SANDBOX  the session's sandbox directory (holder.pid, upperdir/, temproot/)
+#   SESSION  the session id, for the fallback below
+#   PYTHON   the interpreter that has workspace installed, for the fallback
+#   CWD      working directory inside the sandbox ("" = this process's)
+#   CWD_OUT  file that receives the final working directory ("" = none)
+#   COMMAND  a bash script, run as by `bash -c`
+#
+# When the holder is not running (first call, idle exit, after commit), it
+# hands over to `workspace run`, which starts one. It never runs COMMAND
+# outside the sandbox. Exit 125: the sandbox could not be entered.
+S=$1 SESSION=$2 PY=$3 CWD=${4:-$PWD} OUT=$5 CMD=$6
+
+fallback() {
+    if [[ -n $WORKSPACE_NO_FALLBACK ]]; then
+        echo "workspace: the sandbox of session $SESSION is not running" >&2
+        exit 125
+    fi
+    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
+}
+
+read -r pid start 2>/dev/null <"$S/holder.pid" || fallback
+read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
+[[ ${st[21]} == "$start" ]] || fallback
+: >"$S/last-used"
+
+if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
+
+# In the holder's user and mount namespaces (root and cwd are the overlay's),
+# a fresh pid namespace per call: when this process dies, however it dies,
+# --kill-child takes the call's whole process tree with it.
+exec nsenter -t "$pid" -U -m -r -w -- \
+    unshare --pid --fork --kill-child --mount-proc --propagation unchanged -- \
+    /bin/bash -c '
+if ! cd -- "$1" 2>/dev/null; then
+    printf "workspace: %s does not exist in the sandbox; running in /\n" "$1" >&2
+    cd /
+fi
+{ : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
+unset WORKSPACE_NO_FALLBACK
+__ws_cmd=$2
+shift 2
+eval "unset __ws_cmd; $__ws_cmd"' bash "$CWD" "$CMD"

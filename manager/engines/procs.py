@@ -1,0 +1,97 @@
+"""Process helpers for engines: run a child with signals forwarded and a timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+PR_SET_PDEATHSIG = 1
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+GRACE_SECONDS = 2.0
+TIMEOUT_STATUS = 124
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when this process dies, even by SIGKILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                found.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    result: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children(stack.pop()):
+            result.append(child)
+            stack.append(child)
+    return result
+
+
+def signal_tree(pid: int, signum: int) -> None:
+    for target in descendants(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, signum)
+
+
+@contextlib.contextmanager
+def forwarding(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Forward INT/TERM/HUP/QUIT to the child's whole tree while it runs."""
+
+    def forward(signum: int, _frame: object) -> None:
+        signal_tree(proc.pid, signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def exit_status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None) -> int:
+    """Run ``argv`` (a process whose death kills its whole tree) with stdio inherited."""
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+    with forwarding(proc):
+        try:
+            return exit_status(proc.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            terminate(proc)
+            return TIMEOUT_STATUS
+        except BaseException:
+            terminate(proc)
+            raise
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """TERM the tree, then KILL the top (which takes the rest with it)."""
+    signal_tree(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_SECONDS
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

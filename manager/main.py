@@ -1,0 +1,73 @@
+"""The ``workspace`` command: parse, dispatch, and map errors to exit codes.
+
+Exit codes: 0 success, 1 expected error (message and fix on stderr), 3
+unexpected error (crash log written), 130 interrupted. ``run`` returns the
+sandboxed command's own status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from manager import __version__
+from manager.errors import WorkspaceError
+
+COMMANDS = ("run",)
+_ALL = (
+    "run", "status", "diff", "commit", "discard", "sessions",
+    "doctor", "gc", "config",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workspace",
+        description="Run commands with their side effects held in a copy-on-write overlay; "
+                    "review, then commit or discard.",
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"workspace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"manager.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except WorkspaceError as exc:
+        print(f"workspace: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("workspace: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - one place turns crashes into a log and exit 3
+        return _crash()
+
+
+def _crash() -> int:
+    import os
+    import platform
+    import tempfile
+
+    log = os.path.join(tempfile.gettempdir(), f"workspace-crash-{os.getpid()}.log")
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(f"workspace {__version__}, Python {platform.python_version()}, "
+                f"{platform.platform()}\nargv: {sys.argv!r}\n\n{traceback.format_exc()}")
+    print(f"workspace: unexpected error: {sys.exc_info()[1]!r}\n"
+          f"a crash log was written to {log}; please include it in a bug report",
+          file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
