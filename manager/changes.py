@@ -44,6 +44,9 @@ class Layer:
 
     upper: Path
     target: Path
+    # Real paths of directories the engine made in the upper layer for its own
+    # mounts: not changes themselves (their contents still are).
+    scaffold: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def _entry(layer: Layer, upper: Path, real: Path, project: Path,
     if new_type is EntryType.DIR:
         opaque = is_opaque(upper)
         kind = _dir_kind(ust, rst, opaque)
-        if kind is not None:
+        if kind is not None and not (str(real) in layer.scaffold and not opaque):
             yield Change(real, kind, upper, new_type, old_type, in_project, opaque=opaque)
         hidden = rst is None or opaque or old_type is not EntryType.DIR
         yield from _walk(layer, upper, real, project, parent_new=hidden)

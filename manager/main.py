@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from manager import __version__
 from manager.errors import WorkspaceError
 
-COMMANDS = ("run",)
+COMMANDS = ("run", "status", "sessions", "doctor", "gc", "config")
 _ALL = (
     "run", "status", "diff", "commit", "discard", "sessions",
     "doctor", "gc", "config",
@@ -47,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkspaceError as exc:
         print(f"workspace: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # Output piped into `head` and the like: not an error worth a trace.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("workspace: interrupted", file=sys.stderr)
         return 130

@@ -10,6 +10,7 @@ mounts alive between calls; each call enters them through
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -55,7 +56,11 @@ class OverlayEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
-        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"))]
+        try:
+            scaffold = frozenset(json.loads((session.sandbox / "scaffold.json").read_text()))
+        except (OSError, ValueError):
+            scaffold = frozenset()
+        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold)]
 
     def prepare(self, session: Session) -> None:
         with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):

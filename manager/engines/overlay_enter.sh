@@ -41,8 +41,13 @@ if ! cd -- "$1" 2>/dev/null; then
     printf "workspace: %s does not exist in the sandbox; running in /\n" "$1" >&2
     cd /
 fi
-{ : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
 unset WORKSPACE_NO_FALLBACK
 __ws_cmd=$2
 shift 2
-eval "unset __ws_cmd; $__ws_cmd"' bash "$CWD" "$CMD"
+# Not in this shell: as the pid namespace'"'"'s init it would ignore the signals
+# (TERM, INT, HUP) that a caller sends to stop the command.
+(
+    { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
+    eval "unset __ws_cmd; $__ws_cmd"
+)
+exit $?' bash "$CWD" "$CMD"

@@ -13,7 +13,9 @@ call while nothing else runs in its mount namespace.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +70,7 @@ class Builder:
         self.log: list[str] = []
         self.mounts: list[str] = []
         self.binds: list[str] = []
+        self.scaffold: list[str] = []
 
     def build(self) -> None:
         for d in (self.upper, self.work, self.root, self.skeleton):
@@ -105,8 +108,9 @@ class Builder:
                 copy.mkdir(exist_ok=True)
                 os.chmod(copy, os.stat(real).st_mode & 0o7777)
                 subdirs.append(name)
-            elif os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT:
-                shutil.copy2(real, copy)
+            elif os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT \
+                    and _copy(real, copy):
+                continue
             else:
                 # Sockets, fifos, devices and large files: bound over a placeholder
                 # once the level is mounted (large files read-only).
@@ -139,12 +143,31 @@ class Builder:
     def overlay(self, point: str, lower: str) -> str | None:
         if any(c in p for p in (point, lower) for c in ",:"):
             return "path has ',' or ':' (overlayfs option syntax)"
-        upper = self.at(self.upper, point)
+        upper = self.make_upper(point)
         work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
-        upper.mkdir(parents=True, exist_ok=True)
         work.mkdir(exist_ok=True)
         options = f"userxattr,index=off,lowerdir={lower},upperdir={upper},workdir={work}"
         return _mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
+
+    def make_upper(self, point: str) -> Path:
+        """The upper directory for ``point``, each level with the real one's mode and owner.
+
+        An overlay's root directory takes its attributes from the upper layer, so
+        /tmp must keep 1777 and /root 0700. These directories are scaffolding,
+        recorded so that review does not list them as changes.
+        """
+        current, real = self.upper, "/"
+        for part in [p for p in point.split("/") if p]:
+            current, real = current / part, os.path.join(real, part)
+            if not current.exists():
+                current.mkdir()
+                self.scaffold.append(real)
+            st = os.stat(real)
+            os.chmod(current, st.st_mode & 0o7777)
+            with contextlib.suppress(OSError):
+                os.chown(current, st.st_uid, st.st_gid)
+        os.chmod(self.upper, os.stat("/").st_mode & 0o7777)
+        return current
 
     def bind(self, point: str) -> None:
         error = _mount("--rbind", point, str(self.at(self.root, point)))
@@ -194,6 +217,26 @@ def wait(session_fd: int, idle_seconds: float) -> None:
             return
 
 
+def _copy(real: str, copy: Path) -> bool:
+    try:
+        shutil.copy2(real, copy)
+        return True
+    except OSError:
+        copy.unlink(missing_ok=True)
+        return False
+
+
+def _record_scaffold(sandbox: Path, created: list[str]) -> None:
+    path = sandbox / "scaffold.json"
+    try:
+        known = set(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        known = set()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(known | set(created))))
+    os.replace(tmp, path)
+
+
 def main(argv: list[str]) -> int:
     sandbox = Path(argv[0])
     idle_seconds = float(argv[1])
@@ -204,6 +247,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
+    _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
     os.chmod(builder.root, os.stat("/").st_mode & 0o7777)
     os.chroot(builder.root)

@@ -1,0 +1,59 @@
+"""``workspace doctor``: what works on this host, and the fix for what does not."""
+
+from __future__ import annotations
+
+import argparse
+
+from manager import ui
+from manager.commands.common import json_arg
+from manager.context import Context
+from manager.engines import registry
+from manager.engines.base import Check
+from manager.errors import WorkspaceError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("doctor", help="check which engines work here")
+    p.add_argument("--project", metavar="DIR", help="project directory (default: from the cwd)")
+    p.add_argument("--engine", action="append", help="check only this engine (repeatable)")
+    json_arg(p)
+    p.set_defaults(func=doctor)
+
+
+def doctor(args: argparse.Namespace) -> int:
+    ctx = Context.load(args.project)
+    names = args.engine or list(registry.AUTO_ORDER)
+    results = {name: _checks(name, ctx) for name in names}
+    try:
+        chosen, source, _ = registry.resolve(ctx.config)
+        choice = {"engine": chosen, "source": source}
+    except WorkspaceError as exc:
+        choice = {"engine": None, "source": str(exc)}
+    if args.json:
+        ui.dump_json({"engines": {n: [c.as_json() for c in cs] for n, cs in results.items()},
+                      "chosen": choice})
+    else:
+        _show(results, choice)
+    return 0 if choice["engine"] else 1
+
+
+def _checks(name: str, ctx: Context) -> list[Check]:
+    try:
+        return list(registry.get(name)(ctx.config).checks())
+    except WorkspaceError as exc:
+        return [Check("load", False, str(exc), "see the message")]
+
+
+def _show(results: dict[str, list[Check]], choice: dict[str, str | None]) -> None:
+    for name, checks in results.items():
+        works = all(c.ok for c in checks)
+        ui.out(ui.paint(f"{name}: {'works' if works else 'not available'}", "bold"))
+        for check in checks:
+            mark = ui.paint("ok  ", "green") if check.ok else ui.paint("FAIL", "red")
+            ui.out(f"  {mark} {check.name}" + (f": {check.detail}" if check.detail else ""))
+            if not check.ok and check.fix:
+                ui.out(f"       fix: {check.fix}")
+    if choice["engine"]:
+        ui.out(f"engine in use: {choice['engine']} ({choice['source']})")
+    else:
+        ui.out(ui.paint(f"no engine works here: {choice['source']}", "red"))

@@ -1,0 +1,43 @@
+"""``workspace sessions``: every session, its project, engine and state."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from manager import lifecycle
+from manager import store
+from manager import ui
+from manager.commands.common import json_arg
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("sessions", help="list sessions")
+    json_arg(p)
+    p.set_defaults(func=sessions)
+
+
+def sessions(args: argparse.Namespace) -> int:
+    found, errors = store.list_sessions()
+    rows = [lifecycle.describe(s) for s in found]
+    if args.json:
+        ui.dump_json({"sessions": rows, "errors": [str(e) for e in errors]})
+        return 0
+    if not rows:
+        ui.out("no sessions")
+    for row in rows:
+        age = _age(float(str(row["updated"])))
+        current = "*" if row["current"] else " "
+        ui.out(f"{current} {row['id']:<40} {row['engine']:<8} {row['state']:<9} "
+               f"{age:>6}  {row['project']}")
+    for error in errors:
+        ui.err(f"workspace: warning: {error}")
+    return 0
+
+
+def _age(when: float) -> str:
+    seconds = max(0, time.time() - when)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "now"

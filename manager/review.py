@@ -1,0 +1,36 @@
+"""Pending changes of a session, as every review command sees them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from manager import changes as changes_mod
+from manager import paths
+from manager.changes import Change
+from manager.context import Context
+from manager.store import Session
+
+
+def pending(ctx: Context, session: Session) -> list[Change]:
+    layers = ctx.engine(session).layers(session)
+    found = changes_mod.read_changes(layers, session.project_path)
+    # Writes a sandboxed command made into workspace's own state are never real changes.
+    state = paths.state_home()
+    return [c for c in found if not (c.path == state or state in c.path.parents)]
+
+
+def resolve_paths(ctx: Context, raw: list[str]) -> list[Path]:
+    """User-given paths (relative to the cwd) as absolute paths, without following links."""
+    import os
+
+    return [Path(os.path.abspath(p)) for p in raw]
+
+
+def display_path(change: Change, project: Path) -> str:
+    if change.in_project:
+        text = str(change.path.relative_to(project)) if change.path != project else "."
+    else:
+        text = str(change.path)
+    if (change.new_type or change.old_type) is changes_mod.EntryType.DIR:
+        text += "/"
+    return text

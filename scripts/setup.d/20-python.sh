@@ -1,0 +1,13 @@
+#!/bin/bash
+# A virtual environment in .venv with workspace installed (editable) and the test tools.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -e $stamp ]]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[test,containers]"
+    rm -f .venv/.installed-* && touch "$stamp"
+fi
+echo "python: $(.venv/bin/python --version), workspace $(.venv/bin/workspace --version)"

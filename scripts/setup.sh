@@ -1,0 +1,10 @@
+#!/bin/bash
+# Install everything workspace and its test suite need on this machine
+# (Debian/Ubuntu, as root or with sudo). Idempotent: a second run is quick.
+# Each step lives in scripts/setup.d/NN-name.sh and runs in order.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for step in scripts/setup.d/*.sh; do
+    echo "==> ${step##*/}"
+    bash "$step"
+done

@@ -1,0 +1,46 @@
+"""The engine behaviour suite runs once per engine.
+
+Locally an engine that cannot run here is skipped with its reason. In CI
+(``CI`` set) only the try engine may skip: a missing container engine or a
+broken overlay engine is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from manager import config
+from manager.engines import registry
+from manager.errors import EngineUnavailable
+
+ENGINES = ["overlay", "try"]
+MAY_SKIP_IN_CI = {"try"}
+
+
+def _unavailable(name: str) -> str | None:
+    try:
+        return registry.get(name)(config.load(None)).health_check()
+    except EngineUnavailable as exc:
+        return str(exc)
+
+
+@pytest.fixture(params=ENGINES)
+def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name: str = request.param
+    reason = _unavailable(name)
+    if reason:
+        if os.environ.get("CI") and name not in MAY_SKIP_IN_CI:
+            pytest.fail(f"engine {name} must run in CI: {reason}")
+        pytest.skip(f"engine {name} unavailable here: {reason}")
+    monkeypatch.setenv("WORKSPACE_ENGINE", name)
+    return name
+
+
+@pytest.fixture
+def system_engine(engine_name: str) -> str:
+    """Engines that overlay the whole filesystem, not only the project."""
+    if engine_name not in ("overlay", "try"):
+        pytest.skip(f"{engine_name} sandboxes only the project")
+    return engine_name

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import pytest
+
+from manager import paths
+from manager.errors import StateError
+
+
+def test_state_is_temporary(tmp_path):
+    assert tmp_path in paths.state_home().parents
+
+
+def test_forgetting_the_state_dir_fails_loudly(monkeypatch):
+    monkeypatch.delenv("XDG_STATE_HOME")
+    with pytest.raises(StateError, match="forgot"):
+        paths.state_home()
