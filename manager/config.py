@@ -102,6 +102,9 @@ def _merge_file(config: Config, path: Path) -> None:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     data = _parse(path, text)
     for key, value in _flatten(data, path).items():
+        if SCHEMA[key].type is list and isinstance(value, str):
+            raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
+                              hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
         _set(config, key, _coerce(key, value, str(path)), str(path))
 
 
