@@ -1,9 +1,9 @@
 """Run the real Claude Code CLI, isolated and offline, against :mod:`fake_api`.
 
 Every :class:`ClaudeEnv` owns a fresh HOME, CLAUDE_CONFIG_DIR, TMPDIR, CLAUDE_CODE_TMPDIR and XDG
-directories; the real ``~/.claude`` is never read or written. The environment of the CLI is built from
-scratch (only ``PATH`` and locale are inherited), so running these tests from inside a Claude Code session
-does not leak that session's variables into the client under test.
+directories; the real ``~/.claude`` is never read or written. The environment of the CLI is built
+from scratch (only ``PATH`` and locale are inherited), so running these tests from inside a Claude
+Code session does not leak that session's variables into the client under test.
 
 The binary comes from ``$CLAUDE_BIN`` or ``.cache/claude/bin-path`` (written by
 ``scripts/setup.d/40-claude.sh``).
@@ -11,6 +11,7 @@ The binary comes from ``$CLAUDE_BIN`` or ``.cache/claude/bin-path`` (written by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "scripts" / "setup.d" / "40-claude.sh"
 BIN_PATH_FILE = REPO / ".cache" / "claude" / "bin-path"
 PINNED_VERSION = "2.1.332"
-# Every process started under a ClaudeEnv carries this variable, so leftovers can be found and killed.
+# Every process started under a ClaudeEnv carries this variable, so leftovers can be killed.
 MARKER_VAR = "WORKSPACE_E2E_ENV"
 
 
@@ -127,13 +128,23 @@ class ClaudeEnv:
             xdg_cache=root / "home" / ".cache",
             xdg_data=root / "home" / ".local" / "share",
         )
-        for d in (env.config_dir, env.tmpdir, env.claude_tmpdir, env.xdg_state, env.xdg_config,
-                  env.xdg_cache, env.xdg_data, root / "runs"):
+        for d in (
+            env.config_dir,
+            env.tmpdir,
+            env.claude_tmpdir,
+            env.xdg_state,
+            env.xdg_config,
+            env.xdg_cache,
+            env.xdg_data,
+            root / "runs",
+        ):
             d.mkdir(parents=True, exist_ok=True)
         return env
 
     # environment ------------------------------------------------------------------------------
-    def environ(self, base_url: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    def environ(
+        self, base_url: str | None = None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
@@ -190,9 +201,9 @@ class ClaudeEnv:
         env: Mapping[str, str] | None = None,
         check: bool = True,
     ) -> ClaudeRun:
-        """``claude -p PROMPT --output-format json`` in ``project_dir`` against a fresh fake API serving
-        ``script``. ``permission_mode=None`` passes no mode (the client's default). ``check`` asserts a
-        parsable JSON result."""
+        """``claude -p PROMPT --output-format json`` in ``project_dir`` against a fresh fake API
+        serving ``script``. ``permission_mode=None`` passes no mode (the client's default).
+        ``check`` asserts a parsable JSON result."""
         args = ["-p", prompt, "--output-format", "json"]
         if permission_mode is not None:
             args += ["--permission-mode", permission_mode]
@@ -206,8 +217,9 @@ class ClaudeEnv:
             assert isinstance(run.result, dict), run.describe()
         return run
 
-    def resume(self, session_id: str, project_dir: Path | str, script: Iterable[Step] = (),
-               **kwargs: Any) -> ClaudeRun:
+    def resume(
+        self, session_id: str, project_dir: Path | str, script: Iterable[Step] = (), **kwargs: Any
+    ) -> ClaudeRun:
         """Continue a session (fires SessionStart with source "resume")."""
         return self.run(project_dir, script, resume=session_id, **kwargs)
 
@@ -224,8 +236,14 @@ class ClaudeEnv:
         with FakeAnthropic() as fake:
             return self._invoke(args, Path(project_dir), fake, timeout, env)
 
-    def _invoke(self, args: list[str], cwd: Path, fake: FakeAnthropic, timeout: float,
-                env: Mapping[str, str] | None) -> ClaudeRun:
+    def _invoke(
+        self,
+        args: list[str],
+        cwd: Path,
+        fake: FakeAnthropic,
+        timeout: float,
+        env: Mapping[str, str] | None,
+    ) -> ClaudeRun:
         run_dir = Path(self.root / "runs" / f"{len(self.runs):03d}")
         run_dir.mkdir(parents=True, exist_ok=True)
         debug_path = run_dir / "debug.log"
@@ -296,10 +314,8 @@ def _parse_result(stdout: str) -> Any:
 
 
 def _killpg(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def kill_marked(marker: str) -> list[int]:

@@ -2,8 +2,8 @@
 
 - ``claude_bin``: path of the CLI (session). Missing CLI: the tests skip with the reason, unless
   ``WORKSPACE_E2E_REQUIRED=1`` (CI sets it), where they fail.
-- ``claude_env``: a fresh isolated :class:`ClaudeEnv` under ``tmp_path``; leftover processes it started
-  are killed at teardown.
+- ``claude_env``: a fresh isolated :class:`ClaudeEnv` under ``tmp_path``; leftover processes it
+  started are killed at teardown.
 - ``run_claude``: ``claude_env.run`` (``run_claude(project_dir, script, plugin_dir=None,
   permission_mode="bypassPermissions", extra_args=(), timeout=60, ...)``).
 - ``project_dir``: an empty project directory under ``tmp_path``.
@@ -44,9 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def claude_bin() -> Path:
     found = find_claude_bin()
     if found is None:
-        reason = (
-            f"Claude Code CLI {PINNED_VERSION} not installed: run {SETUP_SCRIPT.relative_to(SETUP_SCRIPT.parents[2])}"
-        )
+        script = SETUP_SCRIPT.relative_to(SETUP_SCRIPT.parents[2])
+        reason = f"Claude Code CLI {PINNED_VERSION} not installed: run {script}"
         if os.environ.get("WORKSPACE_E2E_REQUIRED") == "1":
             pytest.fail(reason)
         pytest.skip(reason)

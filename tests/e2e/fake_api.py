@@ -1,23 +1,24 @@
 """A scripted fake of the Anthropic Messages API, for driving the real Claude Code CLI offline.
 
-The CLI in ``-p`` mode sends ``POST /v1/messages?beta=true`` once per model turn (streaming). Each such
-"main" request (one whose ``tools`` include ``Bash``) consumes the next step of a script:
+The CLI in ``-p`` mode sends ``POST /v1/messages?beta=true`` once per model turn (streaming).
+Each such "main" request (one whose ``tools`` include ``Bash``) consumes the next step of a script:
 
 - :class:`Bash` (or a dict with a ``command`` key): one ``tool_use`` of the Bash tool,
 - :class:`Tool`: a call of another tool (e.g. ``TaskStop``),
 - a list/tuple of them: several parallel tool calls in one turn,
 - :class:`Text` (or a plain ``str``): a final text answer (``end_turn``).
 
-When the script is exhausted the server answers with the text ``"Done."``. Requests whose ``tools`` lack
-``Bash`` (side requests such as title generation) get a short plain text answer and do not consume a step;
-any other path gets ``200 {}``. Every request is recorded so a test can read back the ``tool_result``
-blocks the client sent (what each command printed, ``is_error``).
+When the script is exhausted the server answers with the text ``"Done."``. Requests whose ``tools``
+lack ``Bash`` (side requests such as title generation) get a short plain text answer and do not
+consume a step; any other path gets ``200 {}``. Every request is recorded so a test can read back
+the ``tool_result`` blocks the client sent (what each command printed, ``is_error``).
 
 Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -181,7 +182,9 @@ def user_texts(body: dict[str, Any]) -> list[str]:
             texts.append(content)
         elif isinstance(content, list):
             texts.extend(
-                b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
             )
     return texts
 
@@ -234,8 +237,8 @@ class FakeAnthropic:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("server not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     # script ----------------------------------------------------------------------------------
     def extend(self, steps: Iterable[Step]) -> None:
@@ -280,7 +283,7 @@ class FakeAnthropic:
         return [r for r in self.requests if r.kind == "main"]
 
     def tool_results(self) -> list[ToolResult]:
-        """The tool results of the session: those in the last main request (it carries the history)."""
+        """The session's tool results, read from the last main request (it carries the history)."""
         main = self.main_requests
         return tool_results(main[-1].body) if main else []
 
@@ -442,7 +445,9 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {})
                 return
             kind, step, index = fake.answer(body)
-            fake._record(Recorded(self.command, parts.path, parts.query, headers, body, kind, index))
+            fake._record(
+                Recorded(self.command, parts.path, parts.query, headers, body, kind, index)
+            )
             stream = isinstance(body, dict) and bool(body.get("stream"))
             if not stream:
                 self._send_json(200, fake.message_json(step))
@@ -457,10 +462,8 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self._handle()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
         do_GET = do_POST  # noqa: N815
         do_PUT = do_POST  # noqa: N815

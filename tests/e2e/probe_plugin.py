@@ -1,4 +1,4 @@
-"""A throwaway probe plugin for harness tests: every hook logs its stdin and can be told what to answer.
+"""A throwaway probe plugin for harness tests: hooks that log their stdin and answer as told.
 
 ``make_probe_plugin(dir, ...)`` writes ``.claude-plugin/plugin.json``, ``hooks/hooks.json`` and one
 ``hook.py`` that every event runs. The hook appends one JSON line per call to ``hook-log.jsonl``
@@ -7,7 +7,8 @@ between runs:
 
 - ``rewrite``: ``{original command: new command}`` for PreToolUse on Bash (answers ``updatedInput``,
   copying every other field),
-- ``decision``: PreToolUse ``permissionDecision`` to send with it (``allow``/``deny``/``ask``) or null,
+- ``decision``: PreToolUse ``permissionDecision`` to send with it (``allow``, ``deny``,
+  ``ask``) or null,
 - ``stop_block``: a reason; Stop answers ``{"decision": "block"}`` unless ``stop_hook_active``.
 """
 
@@ -29,7 +30,7 @@ EVENTS = (
     "SessionEnd",
 )
 
-HOOK_SOURCE = r'''
+HOOK_SOURCE = r"""
 import json, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 raw = sys.stdin.read()
@@ -65,7 +66,7 @@ elif event == "Stop" and behaviour.get("stop_block") and not data.get("stop_hook
     out = {"decision": "block", "reason": behaviour["stop_block"]}
 if out is not None:
     sys.stdout.write(json.dumps(out))
-'''
+"""
 
 
 @dataclass

@@ -2,10 +2,11 @@
 
 Usage: ``python3 sigprobe.py LOG SECONDS TAG [stay|exit]``
 
-Appends JSON lines to LOG: one ``start`` record (pid, ppid, pgid, sid, cwd), one per catchable signal
-received (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGPIPE), and ``end`` when SECONDS pass. With
-``stay`` (default) it ignores those signals, so only SIGKILL stops it; with ``exit`` it exits on the
-first one. Every 20 ms it writes the time to ``LOG.alive-TAG``, so a test can tell when it died.
+Appends JSON lines to LOG: one ``start`` record (pid, ppid, pgid, sid, cwd), one per catchable
+signal received (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGPIPE), and ``end`` when SECONDS
+pass. With ``stay`` (default) it ignores those signals, so only SIGKILL stops it; with ``exit`` it
+exits on the first one. Every 20 ms it writes the time to ``LOG.alive-TAG``, so a test can tell
+when it died.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import time
 from types import FrameType
 from typing import Any
 
-CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGPIPE)
+CAUGHT = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGPIPE,
+)
 
 
 def main(argv: list[str]) -> int:

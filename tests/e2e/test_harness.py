@@ -1,8 +1,8 @@
-"""The e2e harness proven against the real Claude Code CLI, and the client behaviours the plugin relies on.
+"""The e2e harness proven with the real Claude Code CLI, and client behaviours the plugin needs.
 
-Each test builds a throwaway probe plugin (hooks that log their stdin and answer as configured) and runs
-one or two scripted ``claude -p`` sessions. Findings are written up in ``docs/notes-claude-client.md``;
-a failure here means the client changed under us.
+Each test builds a throwaway probe plugin (hooks that log their stdin and answer as configured) and
+runs one or two scripted ``claude -p`` sessions. Findings are written up in
+``docs/notes-claude-client.md``; a failure here means the client changed under us.
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ def test_fake_api_streams_script_and_answers_side_requests() -> None:
     import urllib.request
 
     def post(url: str, body: dict[str, Any]) -> str:
-        req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+        req = urllib.request.Request(
+            url, json.dumps(body).encode(), {"content-type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=5) as resp:
             return str(resp.read().decode())
 
@@ -74,9 +76,17 @@ def test_fake_api_streams_script_and_answers_side_requests() -> None:
         other = post(fake.base_url + "/api/anything", {})
         after = post(fake.base_url + "/v1/messages", bash_tools)
     names = [line.split(": ", 1)[1] for line in first.splitlines() if line.startswith("event: ")]
-    assert names == ["message_start", "content_block_start", "content_block_delta",
-                     "content_block_stop", "message_delta", "message_stop"]
-    assert '"input_json_delta"' in first and '\\"timeout\\": 5000' in first and '"tool_use"' in first
+    assert names == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert (
+        '"input_json_delta"' in first and '\\"timeout\\": 5000' in first and '"tool_use"' in first
+    )
     assert json.loads(side)["content"][0]["type"] == "text"
     assert '"text_delta"' in second and "bye" in second and '"end_turn"' in second
     assert other == "{}"
@@ -85,7 +95,7 @@ def test_fake_api_streams_script_and_answers_side_requests() -> None:
     assert [r.step for r in fake.requests] == [0, None, 1, None, None]
 
 
-# --- (a)-(e): the harness with the real client -----------------------------------------------------
+# --- (a)-(e): the harness with the real client ----------------------------------------------------
 
 
 def test_bash_output_comes_back_as_tool_result(run_claude: Any, project_dir: Path) -> None:
@@ -100,16 +110,25 @@ def test_bash_output_comes_back_as_tool_result(run_claude: Any, project_dir: Pat
     assert "[DEBUG]" in run.debug_log
 
 
-def test_hook_sequence_fields_and_rewrite(run_claude: Any, project_dir: Path, plugin: ProbePlugin) -> None:
+def test_hook_sequence_fields_and_rewrite(
+    run_claude: Any, project_dir: Path, plugin: ProbePlugin
+) -> None:
     plugin.configure(rewrite={"echo orig": "echo rewritten"})
-    run = run_claude(project_dir, [Bash("echo orig", description="say orig"), "end"],
-                     plugin_dir=plugin.root)
-    assert plugin.events() == ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
-                               "Stop", "SessionEnd"]
+    run = run_claude(
+        project_dir, [Bash("echo orig", description="say orig"), "end"], plugin_dir=plugin.root
+    )
+    assert plugin.events() == [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ]
     calls = {c["event"]: c for c in plugin.calls()}
     for event, call in calls.items():
         data = call["input"]
-        assert COMMON <= data.keys(), event
+        assert data.keys() >= COMMON, event
         assert data["session_id"] == run.session_id
         assert data["cwd"] == str(project_dir)
         assert call["cwd"] == str(project_dir)  # hooks run in the project
@@ -126,7 +145,9 @@ def test_hook_sequence_fields_and_rewrite(run_claude: Any, project_dir: Path, pl
     # (c) the rewritten command is what ran, and PostToolUse sees the rewritten input
     assert post["tool_input"]["command"] == "echo rewritten"
     assert post["tool_response"]["stdout"] == "rewritten"
-    assert {"stdout", "stderr", "interrupted", "isImage", "noOutputExpected"} <= post["tool_response"].keys()
+    assert {"stdout", "stderr", "interrupted", "isImage", "noOutputExpected"} <= post[
+        "tool_response"
+    ].keys()
     (result,) = run.tool_results()
     assert result.content == "rewritten"
     assert result.command == "echo orig"  # the model's history keeps the original
@@ -135,8 +156,9 @@ def test_hook_sequence_fields_and_rewrite(run_claude: Any, project_dir: Path, pl
     assert calls["SessionEnd"]["input"]["reason"] == "other"
 
 
-def test_stop_block_causes_one_more_request(run_claude: Any, project_dir: Path,
-                                            plugin: ProbePlugin) -> None:
+def test_stop_block_causes_one_more_request(
+    run_claude: Any, project_dir: Path, plugin: ProbePlugin
+) -> None:
     plugin.configure(stop_block="Please check the diff budget.")
     run = run_claude(project_dir, ["first answer", "second answer"], plugin_dir=plugin.root)
     assert run.result["result"] == "second answer"
@@ -147,8 +169,11 @@ def test_stop_block_causes_one_more_request(run_claude: Any, project_dir: Path,
     assert [s["last_assistant_message"] for s in stops] == ["first answer", "second answer"]
 
 
-def test_resume_and_init_only(claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin) -> None:
+def test_resume_and_init_only(
+    claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin
+) -> None:
     first = claude_env.run(project_dir, [Bash("echo one"), "one"], plugin_dir=plugin.root)
+    assert first.session_id is not None
     plugin.clear()
     second = claude_env.resume(first.session_id, project_dir, ["two"], plugin_dir=plugin.root)
     assert second.session_id == first.session_id
@@ -164,7 +189,7 @@ def test_resume_and_init_only(claude_env: ClaudeEnv, project_dir: Path, plugin: 
     assert init.requests == []
 
 
-# --- (f) permission rules against the rewritten command ----------------------------------------------
+# --- (f) permission rules against the rewritten command -------------------------------------------
 
 ORIG, NEW = "touch orig.txt", "touch rewritten.txt"
 RULE = {"orig": f"Bash({ORIG})", "new": f"Bash({NEW})"}
@@ -188,8 +213,13 @@ def _permission_id(case: tuple[Any, ...]) -> str:
     return f"{'rewrite' if rw else 'plain'}-hook_{decision}-{kind}_{target}-{mode}"
 
 
-def _run_permission_case(claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin, source: str,
-                         case: tuple[Any, ...]) -> None:
+def _run_permission_case(
+    claude_env: ClaudeEnv,
+    project_dir: Path,
+    plugin: ProbePlugin,
+    source: str,
+    case: tuple[Any, ...],
+) -> None:
     rw, decision, kind, target, mode, expected = case
     behaviour: dict[str, Any] = {"rewrite": {ORIG: NEW}} if rw else {}
     if decision:
@@ -204,9 +234,16 @@ def _run_permission_case(claude_env: ClaudeEnv, project_dir: Path, plugin: Probe
     else:
         claude_env.trust(project_dir)
         (project_dir / ".claude").mkdir()
-        (project_dir / ".claude" / "settings.json").write_text(json.dumps({"permissions": {kind: [rule]}}))
-    run = claude_env.run(project_dir, [Bash(ORIG), "end"], plugin_dir=plugin.root,
-                         permission_mode=mode, extra_args=extra)
+        (project_dir / ".claude" / "settings.json").write_text(
+            json.dumps({"permissions": {kind: [rule]}})
+        )
+    run = claude_env.run(
+        project_dir,
+        [Bash(ORIG), "end"],
+        plugin_dir=plugin.root,
+        permission_mode=mode,
+        extra_args=extra,
+    )
     created = sorted(p.name for p in project_dir.glob("*.txt"))
     assert created == ([expected] if expected else []), run.describe()
     assert len(run.permission_denials) == (0 if expected else 1)
@@ -215,14 +252,16 @@ def _run_permission_case(claude_env: ClaudeEnv, project_dir: Path, plugin: Probe
 
 
 @pytest.mark.parametrize("case", [c for c in PERMISSION_CASES if c[2] != "ask"], ids=_permission_id)
-def test_permission_rules_flags(claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin,
-                                case: tuple[Any, ...]) -> None:
+def test_permission_rules_flags(
+    claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin, case: tuple[Any, ...]
+) -> None:
     _run_permission_case(claude_env, project_dir, plugin, "flag", case)
 
 
 @pytest.mark.parametrize("case", PERMISSION_CASES, ids=_permission_id)
-def test_permission_rules_user_settings(claude_env: ClaudeEnv, project_dir: Path,
-                                        plugin: ProbePlugin, case: tuple[Any, ...]) -> None:
+def test_permission_rules_user_settings(
+    claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin, case: tuple[Any, ...]
+) -> None:
     _run_permission_case(claude_env, project_dir, plugin, "user", case)
 
 
@@ -230,8 +269,9 @@ def test_permission_untrusted_project_settings(claude_env: ClaudeEnv, project_di
     (project_dir / ".claude").mkdir()
     settings = {"permissions": {"allow": [RULE["orig"]], "deny": ["Bash(touch denied.txt)"]}}
     (project_dir / ".claude" / "settings.json").write_text(json.dumps(settings))
-    run = claude_env.run(project_dir, [Bash(ORIG), Bash("touch denied.txt"), "end"],
-                         permission_mode=None)
+    run = claude_env.run(
+        project_dir, [Bash(ORIG), Bash("touch denied.txt"), "end"], permission_mode=None
+    )
     assert list(project_dir.glob("*.txt")) == []  # allow ignored, deny applied
     assert len(run.permission_denials) == 2
     # settings.local.json allow rules do apply in an untrusted project
@@ -240,8 +280,9 @@ def test_permission_untrusted_project_settings(claude_env: ClaudeEnv, project_di
     assert [p.name for p in project_dir.glob("*.txt")] == ["orig.txt"]
 
 
-def test_hook_ask_and_deny_in_print_mode(claude_env: ClaudeEnv, project_dir: Path,
-                                         plugin: ProbePlugin) -> None:
+def test_hook_ask_and_deny_in_print_mode(
+    claude_env: ClaudeEnv, project_dir: Path, plugin: ProbePlugin
+) -> None:
     for decision in ("ask", "deny"):
         plugin.configure(rewrite={ORIG: NEW}, decision=decision)
         run = claude_env.run(project_dir, [Bash(ORIG), "end"], plugin_dir=plugin.root)
@@ -254,17 +295,24 @@ def test_hook_ask_and_deny_in_print_mode(claude_env: ClaudeEnv, project_dir: Pat
 # --- timeouts, background, kill signals ----------------------------------------------------------
 
 
-def test_foreground_overrun_moves_to_background(run_claude: Any, project_dir: Path,
-                                                plugin: ProbePlugin, tmp_path: Path) -> None:
+def test_foreground_overrun_moves_to_background(
+    run_claude: Any, project_dir: Path, plugin: ProbePlugin, tmp_path: Path
+) -> None:
     log = tmp_path / "sig.log"
-    run = run_claude(project_dir, [Bash(process_tree(log, 3), timeout=1000), "waiting"],
-                     plugin_dir=plugin.root)
+    run = run_claude(
+        project_dir, [Bash(process_tree(log, 3), timeout=1000), "waiting"], plugin_dir=plugin.root
+    )
     (result,) = run.tool_results()[:1]
-    assert result.content.startswith("begin\nCommand did not complete within its 1s timeout and was "
-                                      "moved to the background (ID: ")
+    assert result.content.startswith(
+        "begin\nCommand did not complete within its 1s timeout and was "
+        "moved to the background (ID: "
+    )
     assert "/tasks/" in result.content and not result.is_error
     (post,) = plugin.inputs("PostToolUse")
-    assert post["tool_response"]["timedOutAfterMs"] == 1000 and post["tool_response"]["backgroundTaskId"]
+    assert (
+        post["tool_response"]["timedOutAfterMs"] == 1000
+        and post["tool_response"]["backgroundTaskId"]
+    )
     # nothing was signalled, everything ran to its end, and -p waited for it
     recs = records(log)
     assert not [r for r in recs if "signal" in r]
@@ -290,11 +338,13 @@ def _assert_tree_terminated(log: Path) -> None:
         assert 0.5 < last_alive(log, tag) - term_at < 4, tag
 
 
-def test_background_timeout_kills_whole_tree(run_claude: Any, project_dir: Path,
-                                             tmp_path: Path) -> None:
+def test_background_timeout_kills_whole_tree(
+    run_claude: Any, project_dir: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "sig.log"
-    run = run_claude(project_dir, [Bash(process_tree(log, 15), run_in_background=True, timeout=1000),
-                                   "waiting"])
+    run = run_claude(
+        project_dir, [Bash(process_tree(log, 15), run_in_background=True, timeout=1000), "waiting"]
+    )
     (result,) = run.tool_results()
     assert result.content.startswith("Command running in background with ID: ")
     _assert_tree_terminated(log)
@@ -303,19 +353,24 @@ def test_background_timeout_kills_whole_tree(run_claude: Any, project_dir: Path,
     assert run.duration < 10
 
 
-def test_foreground_timeout_kills_when_background_disabled(run_claude: Any, project_dir: Path,
-                                                           tmp_path: Path) -> None:
+def test_foreground_timeout_kills_when_background_disabled(
+    run_claude: Any, project_dir: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "sig.log"
-    run = run_claude(project_dir, [Bash(process_tree(log, 15), timeout=1000), "waiting"],
-                     env={"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"})
+    run = run_claude(
+        project_dir,
+        [Bash(process_tree(log, 15), timeout=1000), "waiting"],
+        env={"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"},
+    )
     (result,) = run.tool_results()
     assert result.is_error
     assert result.content == "Exit code 143\nCommand timed out after 1s\nbegin"
     _assert_tree_terminated(log)
 
 
-def test_interrupting_the_client_kills_the_tree(claude_env: ClaudeEnv, project_dir: Path,
-                                                tmp_path: Path) -> None:
+def test_interrupting_the_client_kills_the_tree(
+    claude_env: ClaudeEnv, project_dir: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "sig.log"
 
     def interrupt() -> None:
@@ -342,11 +397,12 @@ def test_interrupting_the_client_kills_the_tree(claude_env: ClaudeEnv, project_d
     assert run.result["terminal_reason"] == "aborted_tools"
 
 
-# --- the spawned shell and cwd tracking -------------------------------------------------------------
+# --- the spawned shell and cwd tracking -----------------------------------------------------------
 
 
-def test_shell_command_line_and_cwd_tracking(claude_env: ClaudeEnv, project_dir: Path,
-                                             tmp_path: Path) -> None:
+def test_shell_command_line_and_cwd_tracking(
+    claude_env: ClaudeEnv, project_dir: Path, tmp_path: Path
+) -> None:
     (project_dir / "sub").mkdir()
     gone = project_dir / "gone"
     outside = tmp_path / "outside"
