@@ -43,12 +43,13 @@ def find_claude_bin() -> Path | None:
     """The CLI under test, or None when it is not installed."""
     explicit = os.environ.get("CLAUDE_BIN")
     if explicit:
-        return Path(explicit)
-    try:
-        recorded = Path(BIN_PATH_FILE.read_text().strip())
-    except OSError:
-        return None
-    return recorded if recorded.is_file() and os.access(recorded, os.X_OK) else None
+        path = Path(explicit)
+    else:
+        try:
+            path = Path(BIN_PATH_FILE.read_text().strip())
+        except OSError:
+            return None
+    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 @dataclass

@@ -49,8 +49,10 @@ def main(argv: list[str]) -> int:
     end = time.time() + seconds
     while time.time() < end:
         time.sleep(0.02)
-        with open(f"{log}.alive-{tag}", "w") as f:
+        alive = f"{log}.alive-{tag}"
+        with open(alive + ".tmp", "w") as f:
             f.write(str(time.time()))
+        os.replace(alive + ".tmp", alive)  # atomic: a kill never leaves it empty
     write(end=True)
     print(f"sigprobe {tag} finished", flush=True)
     return 0

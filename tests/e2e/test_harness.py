@@ -98,8 +98,11 @@ def test_fake_api_streams_script_and_answers_side_requests() -> None:
 # --- (a)-(e): the harness with the real client ----------------------------------------------------
 
 
-def test_bash_output_comes_back_as_tool_result(run_claude: Any, project_dir: Path) -> None:
-    run = run_claude(project_dir, [Bash("echo out; echo err >&2"), Bash("exit 3"), "finished"])
+def test_bash_output_comes_back_as_tool_result(
+    run_claude: Any, project_dir: Path, plugin: ProbePlugin
+) -> None:
+    steps = [Bash("echo out; echo err >&2"), Bash("exit 3"), "finished"]
+    run = run_claude(project_dir, steps, plugin_dir=plugin.root)
     assert run.result["result"] == "finished", run.describe()
     first, second = run.tool_results()
     assert first.command == "echo out; echo err >&2"
@@ -108,6 +111,12 @@ def test_bash_output_comes_back_as_tool_result(run_claude: Any, project_dir: Pat
     assert len(run.main_requests) == 3
     assert "--bare" not in run.args
     assert "[DEBUG]" in run.debug_log
+    # a failing command fires PreToolUse but no PostToolUse
+    assert [e for e in plugin.events() if e.endswith("ToolUse")] == [
+        "PreToolUse",
+        "PostToolUse",
+        "PreToolUse",
+    ]
 
 
 def test_hook_sequence_fields_and_rewrite(
