@@ -44,16 +44,27 @@ fi
 # --- 2. podman configuration ------------------------------------------------------------
 # crun (podman's default) refuses this machine's hybrid cgroup v1/v2 layout; runc works. No systemd
 # as PID 1, so cgroupfs and file-based events; no journald, so k8s-file logs.
+# Root here lacks CAP_SYS_RESOURCE, so a container cannot get rlimits above the caller's hard limits,
+# and podman's defaults (nofile=1048576) fail with "error setting rlimit type 7": default to the
+# host's hard limits instead. Note: a --ulimit flag replaces ALL defaults (an unnamed limit falls back
+# to podman's built-in 1048576), so callers passing --ulimit must pass both nofile and nproc.
 CONF=/etc/containers/containers.conf
-WANT_CONF='# written by workspace scripts/setup.d/30-containers.sh
+hard_nofile=$(ulimit -Hn); hard_nproc=$(ulimit -Hu)
+[ "$hard_nofile" = unlimited ] && hard_nofile=1048576
+[ "$hard_nproc" = unlimited ] && hard_nproc=1048576
+[ "$hard_nofile" -gt 1048576 ] && hard_nofile=1048576
+# podman's conmon runs with nproc capped at 32768 here, so the container cannot get more.
+[ "$hard_nproc" -gt 32768 ] && hard_nproc=32768
+WANT_CONF="# written by workspace scripts/setup.d/30-containers.sh
 [containers]
-log_driver = "k8s-file"
+log_driver = \"k8s-file\"
+default_ulimits = [\"nofile=$hard_nofile:$hard_nofile\", \"nproc=$hard_nproc:$hard_nproc\"]
 
 [engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-'
+runtime = \"runc\"
+cgroup_manager = \"cgroupfs\"
+events_logger = \"file\"
+"
 mkdir -p /etc/containers
 if [ ! -f "$CONF" ] || ! grep -q 'written by workspace' "$CONF"; then
     [ -f "$CONF" ] && cp -n "$CONF" "$CONF.orig-workspace"
