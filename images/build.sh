@@ -93,7 +93,7 @@ fi
 
 # --- per engine: import base, build sandbox ------------------------------------------------
 BASE_HASH=$ROOTFS_KEY
-SANDBOX_HASH=$( { echo "$BASE_HASH"; cat "$HERE/Containerfile"; find "$HERE" -path "$HERE/rootfs" -prune -o -type f ! -name build.sh -print0 | sort -z | xargs -0 cat; } | hash_of)
+SANDBOX_HASH=$( { echo "$BASE_HASH"; cat "$HERE/Containerfile"; find "$HERE" -type f ! -name build.sh -print0 | sort -z | xargs -0 cat; } | hash_of)
 for engine in $ENGINES; do
     command -v "$engine" >/dev/null || die "$engine not installed"
     if [ "$FORCE" = 1 ] || [ "$(label_of "$engine" "$BASE_IMAGE")" != "$BASE_HASH" ]; then
