@@ -18,7 +18,7 @@ SUITE=bookworm
 BASE_IMAGE=workspace-base:$SUITE
 SANDBOX_IMAGE=workspace-sandbox:latest
 # Everything the sandbox needs comes from debootstrap, so the Containerfile build needs no network.
-INCLUDE=${WORKSPACE_IMAGE_PACKAGES:-ca-certificates,git,python3,make,gcc,libc6-dev,procps,less,tini,xz-utils,patch,file}
+INCLUDE=${WORKSPACE_IMAGE_PACKAGES:-ca-certificates,git,python3,python3-venv,make,gcc,libc6-dev,procps,less,tini,xz-utils,patch,file,attr}
 
 ENGINES=all FORCE=0 MIRROR=${WORKSPACE_DEBIAN_MIRROR:-}
 while [ $# -gt 0 ]; do
@@ -85,6 +85,7 @@ if [ "$FORCE" = 1 ] || [ ! -s "$TARBALL" ]; then
     printf '%s\n' "$SUITE" > "$ROOT/etc/debian_chroot"
     tar --numeric-owner --xattrs -C "$ROOT" -cf "$TARBALL.tmp" .
     mv "$TARBALL.tmp" "$TARBALL"
+    find "$CACHE" -maxdepth 1 -name "$SUITE-minbase-*.tar" ! -name "${TARBALL##*/}" -delete
     rm -rf "$ROOT"; trap - EXIT
     say "rootfs: $TARBALL ($(du -h "$TARBALL" | cut -f1), $(( $(date +%s) - t0 )) s)"
 else
@@ -96,8 +97,10 @@ BASE_HASH=$ROOTFS_KEY
 SANDBOX_HASH=$( { echo "$BASE_HASH"; cat "$HERE/Containerfile"; find "$HERE" -type f ! -name build.sh -print0 | sort -z | xargs -0 cat; } | hash_of)
 for engine in $ENGINES; do
     command -v "$engine" >/dev/null || die "$engine not installed"
+    old_ids=()
     if [ "$FORCE" = 1 ] || [ "$(label_of "$engine" "$BASE_IMAGE")" != "$BASE_HASH" ]; then
         t0=$(date +%s)
+        old_ids+=("$("$engine" image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || true)")
         log=$CACHE/import-$engine.log
         "$engine" import --change "LABEL org.workspace.hash=$BASE_HASH" --change 'CMD ["/bin/bash"]' \
             "$TARBALL" "$BASE_IMAGE" >"$log" 2>&1 || { cat "$log" >&2; die "$engine import failed"; }
@@ -107,8 +110,11 @@ for engine in $ENGINES; do
     fi
     if [ "$FORCE" = 1 ] || [ "$(label_of "$engine" "$SANDBOX_IMAGE")" != "$SANDBOX_HASH" ]; then
         t0=$(date +%s)
+        old_ids+=("$("$engine" image inspect --format '{{.Id}}' "$SANDBOX_IMAGE" 2>/dev/null || true)")
         net=(--network=none)
         [ -n "${WORKSPACE_IMAGE_EXTRA_PACKAGES:-}" ] && net=()
+        # podman keeps one intermediate image per step otherwise; this build is ~1 s without cache.
+        [ "$engine" = podman ] && net+=(--layers=false)
         log=$CACHE/build-$engine.log
         # Legacy builder on purpose: Debian's docker.io has no buildx; no registry is needed anyway.
         DOCKER_BUILDKIT=0 "$engine" build "${net[@]}" -f "$HERE/Containerfile" \
@@ -119,4 +125,9 @@ for engine in $ENGINES; do
     else
         say "$engine: $SANDBOX_IMAGE up to date"
     fi
+    # Drop the images we just replaced (only those: other users' dangling images are left alone).
+    # `rmi` without --force refuses images still used by a container, which is what we want.
+    for id in "${old_ids[@]}"; do
+        [ -n "$id" ] && "$engine" rmi "$id" >/dev/null 2>&1 || true
+    done
 done
