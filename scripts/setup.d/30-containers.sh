@@ -18,7 +18,8 @@ die() { printf '[30-containers] ERROR: %s\n' "$*" >&2; exit 1; }
 # --no-install-recommends keeps needrestart/apparmor out; what podman and docker really need at
 # runtime here is listed explicitly (CNI plugins for podman 4.3 networking, slirp4netns, tini/catatonit).
 PKGS=(docker.io containerd runc tini podman conmon catatonit slirp4netns containernetworking-plugins
-      fuse-overlayfs uidmap iptables debootstrap attr xz-utils ca-certificates)
+      fuse-overlayfs uidmap iptables debootstrap attr xz-utils ca-certificates
+      docker-compose)  # v1 (1.29.2, `docker-compose`): the v2 `docker compose` plugin is not in Debian 12
 
 missing=()
 for p in "${PKGS[@]}"; do
