@@ -56,6 +56,7 @@ def main():
             run(engine, "run", "-d", "--name", ctr, "--network", "none", a.image)
             started.append((engine, ctr))
             bench(f"{engine} exec CTR true", lambda: run(engine, "exec", ctr, "true"))
+            bench(f"{engine} exec CTR ws-exec -- true", lambda: run(engine, "exec", ctr, "ws-exec", "--", "true"))
             for alt in ("/usr/bin/docker",) if engine == "docker" and shutil.which("docker") != "/usr/bin/docker" else ():
                 bench(f"{alt} exec CTR true", lambda: run(alt, "exec", ctr, "true"))
             bench(f"{engine} run --rm IMG true",
