@@ -16,6 +16,7 @@ import os
 import shlex
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -115,8 +116,10 @@ def _add_member(tar: tarfile.TarFile, entry: DiffEntry, blob: bytes) -> None:
     if entry.new_mode == SYMLINK:
         info.type = tarfile.SYMTYPE
         info.linkname = os.fsdecode(blob)
+        info.mtime = int(time.time())
         tar.addfile(info)
         return
+    info.mtime = int(time.time())
     info.size = len(blob)
     info.mode = 0o755 if entry.new_mode == "100755" else 0o644
     tar.addfile(info, io.BytesIO(blob))
