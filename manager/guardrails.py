@@ -244,6 +244,7 @@ def prune(target: Target, everything: bool, older_than: float | None,
     else:
         max_age = older_than if older_than is not None else target.ctx.config[
             "checkpoints.max_age_days"]
+        guardstate.forget_idle(max_age)
         doomed = checkpoints.stale_streams(shadow, max_age, guardstate.known_ids())
     checkpoints.prune(shadow, doomed, now=now)
     if everything:

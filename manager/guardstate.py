@@ -1,16 +1,18 @@
 """Per-session state of the guard rails (diff budget, checkpoints).
 
-It lives in the workspace session's record (``session.extra["budget"]`` and
-``["checkpoints"]``) when the session exists. Hooks can fire before the first
-sandboxed command creates the session (SessionStart, a Stop with only direct
-edits), so until then it lives in ``$XDG_STATE_HOME/workspace/guardrails/<id>.json``
-and is adopted into the record once the session appears.
+It is kept in ``$XDG_STATE_HOME/workspace/guardrails/<id>.json`` and mirrored
+into the workspace session's record (``session.extra["budget"]`` and
+``["checkpoints"]``) whenever that session exists. The file is the durable copy:
+hooks fire before the first sandboxed command creates the session
+(SessionStart, a Stop after direct edits only), and a discarded or collected
+sandbox must not take the session's checkpoints with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,9 @@ def _side_file(session_id: str) -> Path:
 def read(session_id: str) -> dict[str, Any]:
     """The state (a copy), empty when there is none yet."""
     state = _read_side(session_id)
-    if store.exists(session_id):
+    if not state and store.exists(session_id):
         extra = store.load(session_id).extra
-        state.update({k: extra[k] for k in KEYS if k in extra})
+        state = {k: extra[k] for k in KEYS if k in extra}
     return state
 
 
@@ -64,14 +66,25 @@ def edit(session_id: str) -> Iterator[dict[str, Any]]:
 
 
 def _write(session_id: str, state: dict[str, Any]) -> None:
-    if not store.exists(session_id):
-        write_json_atomic(_side_file(session_id), state)
-        return
-    # Reload just before saving, to keep the window for clobbering others' edits small.
-    session = store.load(session_id)
-    session.extra.update({k: v for k, v in state.items() if k in KEYS})
-    store.save(session)
-    _side_file(session_id).unlink(missing_ok=True)
+    write_json_atomic(_side_file(session_id), state)
+    if store.exists(session_id):
+        # Reload just before saving, to keep the window for clobbering others' edits small.
+        session = store.load(session_id)
+        session.extra.update({k: v for k, v in state.items() if k in KEYS})
+        store.save(session)
+
+
+def forget_idle(max_age_days: float) -> list[str]:
+    """Remove the state of sessions idle that long whose sandbox is gone; their ids."""
+    if not _dir().is_dir():
+        return []
+    cutoff = time.time() - max_age_days * 86400
+    gone = []
+    for path in _dir().glob("*.json"):
+        if path.stat().st_mtime < cutoff and not store.exists(path.stem):
+            path.unlink(missing_ok=True)
+            gone.append(path.stem)
+    return gone
 
 
 def known_ids() -> set[str]:
