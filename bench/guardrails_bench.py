@@ -48,7 +48,8 @@ def change(root: Path, count: int, tag: str) -> None:
             f.write(f"changed {tag}\n")
 
 
-def median(fn: Callable[[], object], runs: int, before: Callable[[], object] | None = None) -> float:
+def median(fn: Callable[[], object], runs: int,
+           before: Callable[[], object] | None = None) -> float:
     times = []
     for _ in range(runs):
         if before:

@@ -281,3 +281,19 @@ def test_no_ghosts_after_the_sandbox_is_dismissed_and_restarted(repo: Git, proje
     assert "fresh.txt" in names and "ghost.txt" not in names
     target = for_hook(SID, str(project))
     assert target.snapshot().view == last["tree"]
+
+
+def test_repository_without_commits(project: Path, ws, git_env: None):
+    from gitrepo import init_repo
+
+    init_repo(project)
+    start(project)
+    (project / "first.txt").write_text("1\n")
+    stop(project)
+    (project / "first.txt").unlink()
+    (project / "second.txt").write_text("2\n")
+    stop(project)
+    assert [i["base"] for i in listing(ws)] == [None, None]
+    ws("rewind", "--session", SID, "1", check=True)
+    assert (project / "first.txt").exists() and not (project / "second.txt").exists()
+    assert json.loads(ws("budget", "--session", SID, "--json", check=True).stdout)["used"] == 1
