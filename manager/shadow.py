@@ -19,6 +19,7 @@ then the overlay's pending changes applied on top.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import shutil
@@ -70,18 +71,45 @@ class Shadow:
         """git on the store alone: which objects are really ours."""
         return Git(Repo(self.repo.worktree, self.path, self.path), {})
 
+    @property
+    def index_cache(self) -> Path:
+        """Our last work-tree index for this work tree: fresh stat data and cache-tree."""
+        key = hashlib.sha1(os.fsencode(self.repo.worktree)).hexdigest()[:16]
+        return self.tmp / f"index-cache.{key}"
+
     @contextlib.contextmanager
     def scratch_index(self, seed: bool = True) -> Iterator[Path]:
-        """A temporary index, a copy of the user's (read, never written) when ``seed``."""
+        """A temporary index, seeded (``seed``) from our cache, else from the user's index.
+
+        Git never rewrites an index in place (it writes ``.lock`` and renames), so a
+        hard link is a safe zero-copy seed; the user's index is only ever read.
+        """
         self.tmp.mkdir(exist_ok=True)
         index = self.tmp / f"index.{os.getpid()}.{secrets.token_hex(4)}"
         try:
-            if seed and self.repo.index.exists():
-                shutil.copyfile(self.repo.index, index)
+            if seed:
+                _seed(index, self.index_cache, self.repo.index)
             yield index
         finally:
             index.unlink(missing_ok=True)
             index.with_name(index.name + ".lock").unlink(missing_ok=True)
+
+
+def _seed(index: Path, cache: Path, user_index: Path) -> None:
+    try:
+        os.link(cache, index)
+        return
+    except OSError:
+        pass
+    if user_index.exists():
+        shutil.copyfile(user_index, index)
+
+
+def _keep_as_cache(shadow: Shadow, index: Path) -> None:
+    tmp = shadow.tmp / f"cache.{os.getpid()}.{secrets.token_hex(4)}"
+    with contextlib.suppress(OSError):
+        os.link(index, tmp)
+        os.replace(tmp, shadow.index_cache)
 
 
 def open_shadow(project: Path) -> Shadow | None:
@@ -134,6 +162,7 @@ def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
         git = shadow.work(index)
         git.add_all()
         worktree = git.write_tree()
+        _keep_as_cache(shadow, index)   # before the overlay goes in: it tracks the work tree
         view = worktree
         if overlay and apply_overlay(git, shadow, overlay):
             view = git.write_tree()
