@@ -43,6 +43,25 @@ SCHEMA: dict[str, Option] = {
     "container.pids": Option(int, 0, "process limit (0: none)"),
     "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),
     "container.mount_home": Option(bool, False, "also overlay $HOME into the container"),
+    # Guard rails (docs/guardrails.md): the diff budget checked at Stop ...
+    "budget.enabled": Option(bool, True, "check the diff budget at Stop/SubagentStop"),
+    "budget.limit": Option(int, 300, "changes allowed since the baseline before Stop blocks"),
+    "budget.metric": Option(str, "lines", "what counts: lines (weighted added+deleted) or files",
+                            ("lines", "files")),
+    "budget.weights.added": Option(float, 1.0, "weight of an added line"),
+    "budget.weights.deleted": Option(float, 1.0, "weight of a deleted line"),
+    "budget.weights.binary": Option(float, 10.0, "lines one changed binary file counts as"),
+    "budget.subagents": Option(bool, True, "also check at SubagentStop"),
+    "budget.max_blocks": Option(int, 1, "blocks per stop sequence (stop_hook_active)"),
+    "budget.top_files": Option(int, 5, "biggest files named in the block reason"),
+    # ... and checkpoints: shadow commits in a store of our own beside .git.
+    "checkpoints.enabled": Option(bool, True, "record checkpoints (automatic at Stop, on demand)"),
+    "checkpoints.auto": Option(bool, True, "take a checkpoint at each Stop when something changed"),
+    "checkpoints.max_size_mb": Option(int, 512, "size cap of the checkpoint store (MB)"),
+    "checkpoints.max_age_days": Option(float, 30.0, "`checkpoints prune` drops older streams"),
+    "checkpoints.warn_other_sessions": Option(
+        bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
+                     "on the same base commit"),
 }
 
 

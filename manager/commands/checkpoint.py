@@ -1,0 +1,36 @@
+"""``workspace checkpoint``: record the project's current state now."""
+
+from __future__ import annotations
+
+import argparse
+
+from manager import guardrails
+from manager import ui
+from manager.commands.common import json_arg
+from manager.commands.common import session_args
+from manager.guardtarget import for_cli
+from manager.guardtarget import require_git
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("checkpoint", help="take a checkpoint of the current state",
+                       description="Record the work tree plus the sandbox's view of the project "
+                                   "as a checkpoint (`workspace rewind ID` goes back to it).")
+    session_args(p)
+    json_arg(p)
+    p.add_argument("-m", "--message", default="", help="a note shown in `workspace checkpoints`")
+    p.set_defaults(func=take)
+
+
+def take(args: argparse.Namespace) -> int:
+    target = for_cli(args.session, args.project)
+    require_git(target)
+    item = guardrails.checkpoint(target, args.message or "manual")
+    if args.json:
+        ui.dump_json({"session": target.session_id, "checkpoint": item})
+    elif item is None:
+        ui.out("nothing changed since the last checkpoint; none taken")
+    else:
+        ui.out(f"checkpoint {item['id']} ({item['commit'][:10]}): "
+               f"{item['files']} file(s), {item['lines']} line(s) changed")
+    return 0

@@ -1,0 +1,34 @@
+"""``workspace reset``: start a new diff budget at the current state (idempotent)."""
+
+from __future__ import annotations
+
+import argparse
+
+from manager import guardrails
+from manager import ui
+from manager.commands.common import json_arg
+from manager.commands.common import session_args
+from manager.guardtarget import for_cli
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("reset", help="re-baseline the diff budget after a review",
+                       description="Record the current state (work tree plus the sandbox's "
+                                   "pending changes) as the diff budget's baseline.")
+    session_args(p)
+    json_arg(p)
+    p.set_defaults(func=reset)
+
+
+def reset(args: argparse.Namespace) -> int:
+    target = for_cli(args.session, args.project)
+    if target.shadow is None:
+        ui.out(f"{target.ctx.project} is not in a git repository: the diff budget is off here")
+        return 0
+    state = guardrails.reset(target)
+    if args.json:
+        ui.dump_json({"session": target.session_id, **state})
+    else:
+        ui.out(f"diff budget reset for session {target.session_id}: "
+               f"0/{target.ctx.config['budget.limit']} from now")
+    return 0

@@ -1,0 +1,295 @@
+"""Git plumbing for the guard rails: one place that runs git.
+
+Every call goes through :func:`run` with an explicit environment, so the user's
+index, refs and object store are only ever read. Writes go to a temporary
+index (``GIT_INDEX_FILE``) and to our own object directory
+(``GIT_OBJECT_DIRECTORY``), which borrows the user's objects as an alternate.
+Work is batched: one subprocess per step, never one per file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+from manager.errors import WorkspaceError
+
+# Variables that would point git at another repository, index or object store.
+_SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_NAMESPACE",
+          "GIT_COMMON_DIR", "GIT_QUARANTINE_PATH", "GIT_REPLACE_REF_BASE")
+# Settings that keep our scratch work from writing next to the user's index or
+# printing advice meant for people.
+_CONFIG = ("core.splitIndex=false", "advice.addEmbeddedRepo=false", "advice.addIgnoredFile=false",
+           "core.quotePath=false", "gc.auto=0", "maintenance.auto=false")
+IDENT = {"GIT_AUTHOR_NAME": "workspace", "GIT_AUTHOR_EMAIL": "workspace@localhost",
+         "GIT_COMMITTER_NAME": "workspace", "GIT_COMMITTER_EMAIL": "workspace@localhost"}
+GITLINK = "160000"
+TREE = "040000"
+SYMLINK = "120000"
+
+
+class GitError(WorkspaceError):
+    """A git command failed; ``stderr`` says why."""
+
+    def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:500]}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A user's work tree and where its git data lives."""
+
+    worktree: Path
+    git_dir: Path       # per-worktree git dir (HEAD, index)
+    common_dir: Path    # shared by linked worktrees (objects, refs)
+
+    @property
+    def objects(self) -> Path:
+        return self.common_dir / "objects"
+
+    @property
+    def index(self) -> Path:
+        return self.git_dir / "index"
+
+
+@dataclass
+class Git:
+    """git for one repository with a fixed environment (index, object store)."""
+
+    repo: Repo
+    env: dict[str, str] = field(default_factory=dict)
+
+    def with_env(self, **extra: str) -> Git:
+        return Git(self.repo, {**self.env, **extra})
+
+    def run(self, *args: str, input: bytes | None = None, check: bool = True,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+        argv = ["git"]
+        for item in _CONFIG:
+            argv += ["-c", item]
+        argv += list(args)
+        env = _base_env()
+        env.update({"GIT_DIR": str(self.repo.git_dir), "GIT_WORK_TREE": str(self.repo.worktree)})
+        env.update(self.env)
+        proc = subprocess.run(argv, input=input, capture_output=True, env=env,
+                              cwd=cwd or self.repo.worktree)
+        if check and proc.returncode != 0:
+            raise GitError(list(args), proc.returncode, proc.stderr.decode(errors="replace"))
+        return proc
+
+    def out(self, *args: str, input: bytes | None = None) -> str:
+        return self.run(*args, input=input).stdout.decode().strip()
+
+    # -- objects ---------------------------------------------------------------
+
+    def rev(self, name: str) -> str | None:
+        proc = self.run("rev-parse", "-q", "--verify", name, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def has_objects(self, ids: Iterable[str]) -> dict[str, bool]:
+        """Which of ``ids`` exist (one ``cat-file --batch-check``)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        text = self.run("cat-file", "--batch-check=%(objectname)",
+                        input="".join(f"{i}\n" for i in wanted).encode()).stdout.decode()
+        return {i: not line.endswith(" missing") for i, line in zip(wanted, text.splitlines(),
+                                                                       strict=True)}
+
+    def hash_files(self, paths: list[Path]) -> list[str]:
+        """Blob ids of ``paths``, written to the object store, in one process."""
+        if not paths:
+            return []
+        data = b"".join(os.fsencode(p) + b"\n" for p in paths)
+        ids = self.run("hash-object", "-w", "--no-filters", "--stdin-paths", input=data)
+        result = ids.stdout.decode().split()
+        if len(result) != len(paths):
+            raise WorkspaceError(f"git hash-object gave {len(result)} ids for {len(paths)} files")
+        return result
+
+    def empty_tree(self) -> str:
+        return self.out("mktree", input=b"")
+
+    def commit_tree(self, tree: str, parents: list[str], message: str,
+                    when: float | None = None) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        env = dict(IDENT)
+        if when is not None:
+            env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{int(when)} +0000"
+        return self.with_env(**env).out(*args, input=message.encode())
+
+    def update_ref(self, ref: str, new: str) -> None:
+        self.run("update-ref", ref, new)
+
+    def delete_refs(self, refs: list[str]) -> None:
+        if refs:
+            self.run("update-ref", "--stdin", "-z",
+                     input=b"".join(b"delete " + r.encode() + b"\0\0" for r in refs))
+
+    def refs(self, prefix: str) -> list[tuple[str, str]]:
+        """(refname, object id) under ``prefix``."""
+        text = self.run("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
+        return [tuple(line.split(" ", 1)) for line in text.decode().splitlines()]  # type: ignore[misc]
+
+    # -- index -----------------------------------------------------------------
+
+    def add_all(self) -> None:
+        """``git add -A`` into the current ``GIT_INDEX_FILE``: tracked + untracked, not ignored."""
+        self.run("add", "-A", "--ignore-errors", "--", ":/")
+
+    def index_info(self, entries: list[tuple[str, str, bytes]]) -> None:
+        """Set (mode, blob id, repo-relative path) entries; mode ``0`` removes."""
+        if entries:
+            data = b"".join(f"{mode} {oid}\t".encode() + path + b"\0"
+                            for mode, oid, path in entries)
+            self.run("update-index", "-z", "--index-info", input=data)
+
+    def remove_cached(self, paths: list[bytes]) -> None:
+        """Drop ``paths`` and everything below them from the index (``git rm -r --cached``)."""
+        if paths:
+            self.with_env(GIT_LITERAL_PATHSPECS="1").run(
+                "rm", "-r", "--cached", "-q", "--ignore-unmatch", "--pathspec-from-file=-",
+                "--pathspec-file-nul", input=b"".join(p + b"\0" for p in paths))
+
+    def ignored(self, paths: list[bytes]) -> set[bytes]:
+        """Which untracked ``paths`` the repository's ignore rules exclude."""
+        if not paths:
+            return set()
+        proc = self.run("check-ignore", "-z", "--stdin", input=b"".join(p + b"\0" for p in paths),
+                        check=False)
+        if proc.returncode not in (0, 1):
+            raise GitError(["check-ignore"], proc.returncode, proc.stderr.decode(errors="replace"))
+        return {p for p in proc.stdout.split(b"\0") if p}
+
+    def write_tree(self) -> str:
+        return self.out("write-tree")
+
+    def read_tree(self, tree: str) -> None:
+        self.run("read-tree", tree)
+
+    def checkout_paths(self, paths: list[bytes]) -> None:
+        """Write ``paths`` from the index into the work tree (modes and links included)."""
+        if paths:
+            self.run("checkout-index", "-f", "-z", "--stdin",
+                     input=b"".join(p + b"\0" for p in paths))
+
+    # -- diffs -----------------------------------------------------------------
+
+    def diff_trees(self, old: str, new: str, renames: bool = True, numstat: bool = True,
+                   trees: bool = False) -> list[DiffEntry]:
+        """The changes from tree ``old`` to tree ``new`` (one ``diff-tree``); ``trees``
+        also lists the subtrees that differ."""
+        args = ["diff-tree", "-r", "-z", "--raw", "--no-commit-id"]
+        if trees:
+            args.append("-t")
+        if numstat:
+            args.append("--numstat")
+        if renames:
+            args.append("-M")
+        args += [old, new]
+        return parse_diff(self.run(*args).stdout, numstat)
+
+    def pack_objects(self, ids: list[str], pack_dir: Path) -> None:
+        """Copy ``ids`` (readable through alternates) into a pack of our own."""
+        if ids:
+            pack_dir.mkdir(parents=True, exist_ok=True)
+            self.run("pack-objects", "-q", str(pack_dir / "pack"),
+                     input="".join(f"{i}\n" for i in ids).encode())
+
+
+@dataclass
+class DiffEntry:
+    status: str            # A, M, D, T, R (renames)
+    path: bytes            # the new path (the old one for deletions)
+    old_path: bytes | None
+    old_mode: str
+    new_mode: str
+    old_id: str
+    new_id: str
+    added: int | None = None     # None: binary
+    deleted: int | None = None
+
+    @property
+    def submodule(self) -> bool:
+        return GITLINK in (self.old_mode, self.new_mode)
+
+    @property
+    def is_tree(self) -> bool:
+        return TREE in (self.old_mode, self.new_mode)
+
+    @property
+    def binary(self) -> bool:
+        return self.added is None and not self.submodule
+
+    @property
+    def display(self) -> str:
+        new = os.fsdecode(self.path)
+        return f"{os.fsdecode(self.old_path)} -> {new}" if self.old_path else new
+
+
+def parse_diff(data: bytes, numstat: bool = True) -> list[DiffEntry]:
+    """Parse ``diff-tree -z --raw [--numstat]`` output: raw records, then numstat records."""
+    tokens = data.split(b"\0")
+    if tokens and tokens[-1] == b"":
+        tokens.pop()
+    entries: list[DiffEntry] = []
+    it = iter(tokens)
+    rest: list[bytes] = []
+    for token in it:
+        if not token.startswith(b":"):
+            rest = [token, *it]
+            break
+        old_mode, new_mode, old_id, new_id, status = token[1:].decode().split(" ")
+        first = next(it)
+        if status[0] in "RC":
+            entries.append(DiffEntry("R", next(it), first, old_mode, new_mode, old_id, new_id))
+        else:
+            entries.append(DiffEntry(status[0], first, None, old_mode, new_mode, old_id, new_id))
+    if numstat:
+        _attach_numstat(entries, iter(rest))
+    return entries
+
+
+def _attach_numstat(entries: list[DiffEntry], it: Iterator[bytes]) -> None:
+    by_path = {e.path: e for e in entries}
+    for token in it:
+        added, deleted, path = token.split(b"\t", 2)
+        if not path:  # a rename: old and new paths follow
+            next(it)
+            path = next(it)
+        entry = by_path.get(path)
+        if entry is not None and added != b"-":
+            entry.added, entry.deleted = int(added), int(deleted)
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    return env
+
+
+def discover(path: Path) -> Repo | None:
+    """The git work tree containing ``path``, or None (not a repository, bare, or no git)."""
+    env = _base_env()
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-toplevel", "--absolute-git-dir",
+                               "--git-common-dir"], cwd=path, capture_output=True, env=env)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    lines = proc.stdout.decode().splitlines()
+    if proc.returncode != 0 or len(lines) != 3:
+        return None
+    top, git_dir, common = lines
+    common_path = Path(common) if os.path.isabs(common) else Path(path, common)
+    return Repo(Path(top), Path(git_dir), common_path.resolve())

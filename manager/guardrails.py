@@ -1,0 +1,253 @@
+"""Guard rails: the diff budget and checkpoints, as the hooks and the CLI use them.
+
+For the hook layer -- each function takes the parsed hook input (a dict; unknown
+fields ignored) and returns the dict to print as JSON on stdout (``{}``: no
+opinion). None of them raises: a failure becomes a ``systemMessage`` so Claude
+is never blocked or trapped by a broken guard rail. Call:
+
+- SessionStart (every source):   ``on_session_start(payload)``
+  Captures the budget baseline unless the session already has one
+  (idempotent for resume/compact/clear/fork).
+- UserPromptSubmit:              ``on_prompt(payload)``
+  Overlap detection: continue the session's checkpoint stream or start afresh;
+  with ``checkpoints.warn_other_sessions`` it may return a ``systemMessage`` and
+  ``hookSpecificOutput.additionalContext``.
+- Stop:                          ``on_stop(payload)``
+- SubagentStop:                  ``on_stop(payload, subagent=True)``
+  Takes an automatic checkpoint (Stop only) when something changed, then
+  checks the budget: over the limit it returns
+  ``{"decision": "block", "reason": "..."}`` at most ``budget.max_blocks``
+  times per stop sequence (``stop_hook_active``), else ``{}`` or a
+  ``systemMessage``.
+
+``payload["session_id"]`` is the workspace session id. Outside a git repository
+all of them return ``{}`` (the feature turns itself off quietly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from manager import budget
+from manager import checkpoints
+from manager import guardstate
+from manager.budget import Report
+from manager.errors import WorkspaceError
+from manager.guardtarget import Target
+from manager.guardtarget import for_hook
+from manager.guardtarget import require_git
+from manager.shadow import Snapshot
+
+Payload = dict[str, Any]
+
+
+# -- hook entry points --------------------------------------------------------------
+
+
+def on_session_start(payload: Payload) -> Payload:
+    return _guarded(payload, _session_start)
+
+
+def on_prompt(payload: Payload) -> Payload:
+    return _guarded(payload, _prompt)
+
+
+def on_stop(payload: Payload, subagent: bool = False) -> Payload:
+    return _guarded(payload, lambda t, p: _stop(t, p, subagent))
+
+
+def _guarded(payload: Payload, action: Callable[[Target, Payload], Payload]) -> Payload:
+    session_id = payload.get("session_id") if isinstance(payload, dict) else None
+    if not isinstance(session_id, str) or not session_id:
+        return {"systemMessage": "workspace guard rails: hook input has no session_id; skipped"}
+    try:
+        cwd = payload.get("cwd")
+        target = for_hook(session_id, cwd if isinstance(cwd, str) else None)
+        if target.shadow is None:
+            return {}
+        return action(target, payload)
+    except WorkspaceError as exc:
+        return {"systemMessage": f"workspace guard rails skipped: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - a guard rail must never break the session
+        return {"systemMessage": f"workspace guard rails failed unexpectedly: {exc!r}"}
+
+
+def _session_start(target: Target, payload: Payload) -> Payload:
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        if not state.get("budget", {}).get("baseline"):
+            state["budget"] = budget.baseline_state(require_git(target), target.session_id,
+                                                    target.snapshot())
+    return {}
+
+
+def _prompt(target: Target, payload: Payload) -> Payload:
+    config = target.ctx.config
+    if not config["checkpoints.enabled"]:
+        return {}
+    shadow = require_git(target)
+    snap = target.snapshot()
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        cp = state.setdefault("checkpoints", checkpoints.fresh_state())
+        checkpoints.continue_or_fresh(shadow, cp, snap)
+    if not config["checkpoints.warn_other_sessions"]:
+        return {}
+    others = checkpoints.others_on_base(shadow, target.session_id, snap.head)
+    if not others:
+        return {}
+    text = (f"workspace: session(s) {', '.join(others)} hold uncommitted checkpoints on the "
+            f"same base commit {snap.head[:10] if snap.head else ''}; their work may overlap "
+            "with this session's")
+    return {"systemMessage": text,
+            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}}
+
+
+def _stop(target: Target, payload: Payload, subagent: bool) -> Payload:
+    config = target.ctx.config
+    check = config["budget.enabled"] and (config["budget.subagents"] or not subagent)
+    auto = config["checkpoints.enabled"] and config["checkpoints.auto"] and not subagent
+    if not (check or auto):
+        return {}
+    snap = target.snapshot()
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        if auto:
+            _auto_checkpoint(target, state, snap)
+        if not check:
+            return {}
+        report = _measure(target, state, snap)
+        return _decide(target, state["budget"], report, payload.get("stop_hook_active") is True)
+
+
+def _auto_checkpoint(target: Target, state: dict[str, Any], snap: Snapshot) -> None:
+    shadow = require_git(target)
+    cp = state.setdefault("checkpoints", checkpoints.fresh_state())
+    if checkpoints.create(shadow, target.session_id, cp, snap, "automatic (Stop)", auto=True):
+        keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+        cap = target.ctx.config["checkpoints.max_size_mb"] << 20
+        checkpoints.enforce_cap(shadow, cap, keep)
+
+
+def _decide(target: Target, state: dict[str, Any], report: Report, active: bool) -> Payload:
+    if not active:
+        state["blocks"] = 0
+    if not report.over:
+        return {"systemMessage": f"workspace: {report.notice}"} if report.notice else {}
+    if state.get("blocks", 0) >= target.ctx.config["budget.max_blocks"]:
+        return {"systemMessage": f"workspace: {report.figure()} (limit {report.limit}); "
+                                 "not blocking again. Review, then `workspace reset`."}
+    state["blocks"] = state.get("blocks", 0) + 1
+    reason = block_reason(report, target.ctx.config["budget.top_files"])
+    return {"decision": "block", "reason": reason}
+
+
+def block_reason(report: Report, top: int) -> str:
+    names = ", ".join(f"{f.path} ({budget._num(f.cost)})" for f in report.biggest(top))
+    return (f"Diff budget exceeded: {report.figure()} since the last review "
+            f"(limit {report.limit}). Biggest files: {names}. Stop here and ask the user to "
+            "review the changes (`workspace status`, `workspace diff`, `git diff`); "
+            "after the review they run /workspace:reset (or `workspace reset`) to start a new "
+            "budget.")
+
+
+# -- shared with the CLI ------------------------------------------------------------------
+
+
+def _remember_project(target: Target, state: dict[str, Any]) -> None:
+    state["guard_project"] = str(target.ctx.project)
+
+
+def _measure(target: Target, state: dict[str, Any], snap: Snapshot) -> Report:
+    report, state["budget"] = budget.measure(require_git(target), target.ctx.config,
+                                             state.get("budget", {}), target.session_id, snap)
+    return report
+
+
+def measure(target: Target) -> Report:
+    """The budget now (re-baselining if needed), for ``workspace budget``."""
+    snap = target.snapshot()
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        return _measure(target, state, snap)
+
+
+def reset(target: Target) -> dict[str, Any]:
+    """Re-baseline at the current state (idempotent); the new budget state."""
+    shadow = require_git(target)
+    snap = target.snapshot()
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        state["budget"] = budget.baseline_state(shadow, target.session_id, snap)
+        return dict(state["budget"])
+
+
+def checkpoint(target: Target, message: str) -> dict[str, Any] | None:
+    """A checkpoint on demand; None when nothing changed since the last one."""
+    shadow = require_git(target)
+    snap = target.snapshot()
+    with guardstate.edit(target.session_id) as state:
+        _remember_project(target, state)
+        cp = state.setdefault("checkpoints", checkpoints.fresh_state())
+        item = checkpoints.create(shadow, target.session_id, cp, snap, message, auto=False)
+        if item is not None:
+            keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+            checkpoints.enforce_cap(shadow, target.ctx.config["checkpoints.max_size_mb"] << 20,
+                                    keep)
+        return item
+
+
+def list_checkpoints(target: Target) -> list[dict[str, Any]]:
+    shadow = require_git(target)
+    state = guardstate.read(target.session_id).get("checkpoints") or checkpoints.fresh_state()
+    return checkpoints.listing(shadow, target.session_id, state)
+
+
+def rewind(target: Target, ident: str) -> dict[str, Any]:
+    """Checkpoint the current state, then restore checkpoint ``ident`` exactly."""
+    from manager import rewind as rewind_mod
+
+    shadow = require_git(target)
+    with guardstate.edit(target.session_id) as state:
+        cp = state.setdefault("checkpoints", checkpoints.fresh_state())
+        item = checkpoints.find(checkpoints.listing(shadow, target.session_id, cp), ident)
+        snap = target.snapshot()
+        before = checkpoints.create(shadow, target.session_id, cp, snap,
+                                    f"before rewind to {item['id']}", auto=False)
+        # Without a sandbox any more (committed, removed), the view is all there is.
+        wanted = item["worktree"] if target.session is not None else item["tree"]
+        files = rewind_mod.restore_worktree(shadow, snap.worktree, wanted)
+        if target.session is not None:
+            files += rewind_mod.restore_view(target, target.snapshot().view, item["tree"])
+        now = target.snapshot()
+        undo = before["id"] if before else _tip_id(cp)
+    if (now.worktree, now.view) != (wanted, item["tree"]):
+        raise WorkspaceError(f"rewind to {item['id']} left differences (ignored files or "
+                             "submodules in the way?)",
+                             hint="`workspace status` and `git status` show what remains")
+    return {"rewound_to": item["id"], "paths": files, "undo": undo}
+
+
+def _tip_id(cp: dict[str, Any]) -> int | None:
+    tip = (cp.get("stream") or {}).get("tip")
+    return next((i["id"] for i in cp["items"] if i["commit"] == tip), None)
+
+
+def prune(target: Target, everything: bool, older_than: float | None,
+          now: bool) -> checkpoints.PruneReport:
+    """``workspace checkpoints prune``: stale streams (or all of this session's), then gc."""
+    shadow = require_git(target)
+    size_before = checkpoints.store_size(shadow)
+    if everything:
+        doomed = checkpoints.session_streams(shadow, target.session_id)
+    else:
+        max_age = older_than if older_than is not None else target.ctx.config[
+            "checkpoints.max_age_days"]
+        guardstate.forget_idle(max_age)
+        doomed = checkpoints.stale_streams(shadow, max_age, guardstate.known_ids())
+    checkpoints.prune(shadow, doomed, now=now)
+    if everything:
+        with guardstate.edit(target.session_id) as state:
+            state["checkpoints"] = checkpoints.fresh_state()
+    return checkpoints.PruneReport(doomed, size_before, checkpoints.store_size(shadow))

@@ -1,0 +1,106 @@
+"""Per-session state of the guard rails (diff budget, checkpoints).
+
+It is kept in ``$XDG_STATE_HOME/workspace/guardrails/<id>.json`` and mirrored
+into the workspace session's record (``session.extra["budget"]`` and
+``["checkpoints"]``) whenever that session exists. The file is the durable copy:
+hooks fire before the first sandboxed command creates the session
+(SessionStart, a Stop after direct edits only), and a discarded or collected
+sandbox must not take the session's checkpoints with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from manager import paths
+from manager import store
+from manager.fsutil import locked
+from manager.fsutil import write_json_atomic
+
+KEYS = ("budget", "checkpoints", "guard_project")
+
+
+def _dir() -> Path:
+    return paths.state_home() / "guardrails"
+
+
+def _side_file(session_id: str) -> Path:
+    return _dir() / f"{store.validate_id(session_id)}.json"
+
+
+def read(session_id: str) -> dict[str, Any]:
+    """The state (a copy), empty when there is none yet."""
+    state = _read_side(session_id)
+    if not state and store.exists(session_id):
+        extra = store.load(session_id).extra
+        state = {k: extra[k] for k in KEYS if k in extra}
+    return state
+
+
+def _read_side(session_id: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(_side_file(session_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+@contextlib.contextmanager
+def edit(session_id: str) -> Iterator[dict[str, Any]]:
+    """Read-modify-write the state under a lock of our own.
+
+    The session lock is not used: running commands hold it shared for as long
+    as they run, and a Stop hook must not wait for them.
+    """
+    _dir().mkdir(parents=True, exist_ok=True)
+    with locked(_dir() / f"{store.validate_id(session_id)}.lock", timeout=30,
+                what=f"guard-rail state of {session_id}"):
+        state = read(session_id)
+        yield state
+        _write(session_id, state)
+
+
+def _write(session_id: str, state: dict[str, Any]) -> None:
+    write_json_atomic(_side_file(session_id), state)
+    if store.exists(session_id):
+        # Reload just before saving, to keep the window for clobbering others' edits small.
+        session = store.load(session_id)
+        session.extra.update({k: v for k, v in state.items() if k in KEYS})
+        store.save(session)
+
+
+def forget_idle(max_age_days: float) -> list[str]:
+    """Remove the state of sessions idle that long whose sandbox is gone; their ids."""
+    if not _dir().is_dir():
+        return []
+    cutoff = time.time() - max_age_days * 86400
+    gone = []
+    for path in _dir().glob("*.json"):
+        if path.stat().st_mtime < cutoff and not store.exists(path.stem):
+            path.unlink(missing_ok=True)
+            gone.append(path.stem)
+    return gone
+
+
+def known_ids() -> set[str]:
+    """Session ids that have guard-rail state (side files or session records)."""
+    ids = {p.stem for p in _dir().glob("*.json")} if _dir().is_dir() else set()
+    sessions, _ = store.list_sessions()
+    return ids | {s.id for s in sessions}
+
+
+def latest_for(project: Path) -> str | None:
+    """The most recently written hook-only state for ``project``."""
+    if not _dir().is_dir():
+        return None
+    found = []
+    for path in _dir().glob("*.json"):
+        state = _read_side(path.stem)
+        if state.get("guard_project") == str(project):
+            found.append((path.stat().st_mtime, path.stem))
+    return max(found)[1] if found else None

@@ -1,0 +1,267 @@
+"""The shadow store beside ``.git`` and snapshots of the project's current state.
+
+Where: ``<git common dir>/workspace-checkpoints.git``, a bare repository of our
+own. Why there and not under ``$XDG_STATE_HOME``: it lives and dies with the
+repository (deleting or moving a clone takes its checkpoints along, nothing
+dangles), it sits on the same filesystem as the objects it borrows, and linked
+worktrees share it. Git never looks inside it: its refs are not under
+``.git/refs`` or ``packed-refs``, so they never show in ``git log --all``,
+``git branch -a``, ``for-each-ref``, IDEs, fetches or pushes, and the user's
+``git gc`` neither reads nor prunes it.
+
+It borrows the user's objects (``GIT_ALTERNATE_OBJECT_DIRECTORIES``, set per
+call, never in a file, so the store also works after the repository moves) and
+writes only its own. A snapshot is the state as a tree: ``git add -A`` into a
+temporary index seeded from the user's index (only changed files are re-read),
+then the overlay's pending changes applied on top.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from manager.changes import Change
+from manager.changes import EntryType
+from manager.changes import Kind
+from manager.gitplumbing import Git
+from manager.gitplumbing import Repo
+from manager.gitplumbing import discover
+
+STORE_NAME = "workspace-checkpoints.git"
+
+
+@dataclass(frozen=True)
+class Shadow:
+    repo: Repo
+    path: Path
+
+    @property
+    def objects(self) -> Path:
+        return self.path / "objects"
+
+    @property
+    def tmp(self) -> Path:
+        return self.path / "tmp"
+
+    def _borrow(self) -> dict[str, str]:
+        return {"GIT_OBJECT_DIRECTORY": str(self.objects),
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.repo.objects)}
+
+    def work(self, index: Path | None = None) -> Git:
+        """git on the user's work tree, writing objects (and an index) of our own."""
+        env = self._borrow()
+        if index is not None:
+            env["GIT_INDEX_FILE"] = str(index)
+        return Git(self.repo, env)
+
+    def store(self) -> Git:
+        """git on the store itself (its refs), reading the user's objects too."""
+        return Git(Repo(self.repo.worktree, self.path, self.path),
+                   {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.repo.objects)})
+
+    def local(self) -> Git:
+        """git on the store alone: which objects are really ours."""
+        return Git(Repo(self.repo.worktree, self.path, self.path), {})
+
+    @property
+    def index_cache(self) -> Path:
+        """Our last work-tree index for this work tree: fresh stat data and cache-tree."""
+        key = hashlib.sha1(os.fsencode(self.repo.worktree)).hexdigest()[:16]
+        return self.tmp / f"index-cache.{key}"
+
+    @contextlib.contextmanager
+    def scratch_index(self, seed: bool = True) -> Iterator[Path]:
+        """A temporary index, seeded (``seed``) from our cache, else from the user's index.
+
+        Git never rewrites an index in place (it writes ``.lock`` and renames), so a
+        hard link is a safe zero-copy seed; the user's index is only ever read.
+        """
+        self.tmp.mkdir(exist_ok=True)
+        index = self.tmp / f"index.{os.getpid()}.{secrets.token_hex(4)}"
+        try:
+            if seed:
+                _seed(index, self.index_cache, self.repo.index)
+            yield index
+        finally:
+            index.unlink(missing_ok=True)
+            index.with_name(index.name + ".lock").unlink(missing_ok=True)
+
+
+def _seed(index: Path, cache: Path, user_index: Path) -> None:
+    try:
+        os.link(cache, index)
+        return
+    except OSError:
+        pass
+    if user_index.exists():
+        shutil.copyfile(user_index, index)
+
+
+def _keep_as_cache(shadow: Shadow, index: Path) -> None:
+    tmp = shadow.tmp / f"cache.{os.getpid()}.{secrets.token_hex(4)}"
+    with contextlib.suppress(OSError):
+        os.link(index, tmp)
+        os.replace(tmp, shadow.index_cache)
+
+
+def open_shadow(project: Path) -> Shadow | None:
+    """The project's shadow store (created on first use), or None outside git."""
+    repo = discover(project)
+    if repo is None:
+        return None
+    shadow = Shadow(repo, repo.common_dir / STORE_NAME)
+    if not (shadow.path / "HEAD").exists():
+        _init(shadow)
+    return shadow
+
+
+def _init(shadow: Shadow) -> None:
+    # Built by hand: `git init` would obey an inherited GIT_DIR, and templates bring hooks.
+    tmp = shadow.path.with_name(f"{STORE_NAME}.{os.getpid()}.init")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for sub in ("objects/info", "objects/pack", "refs", "tmp"):
+        (tmp / sub).mkdir(parents=True)
+    (tmp / "HEAD").write_text("ref: refs/heads/unused\n")
+    (tmp / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+                                "\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n")
+    (tmp / "description").write_text("workspace checkpoints: see docs/guardrails.md\n")
+    try:
+        os.rename(tmp, shadow.path)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # another process made it first
+        return
+    _match_object_format(shadow)
+
+
+def _match_object_format(shadow: Shadow) -> None:
+    fmt = Git(shadow.repo).run("rev-parse", "--show-object-format", check=False).stdout.strip()
+    if fmt and fmt != b"sha1":
+        shadow.local().run("config", "extensions.objectFormat", fmt.decode())
+        shadow.local().run("config", "core.repositoryformatversion", "1")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The project's state: the real work tree, and the view with the overlay's changes."""
+
+    worktree: str
+    view: str
+    head: str | None
+
+
+def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
+    with shadow.scratch_index() as index:
+        git = shadow.work(index)
+        git.add_all()
+        worktree = git.write_tree()
+        _keep_as_cache(shadow, index)   # before the overlay goes in: it tracks the work tree
+        view = worktree
+        if overlay and apply_overlay(git, shadow, overlay):
+            view = git.write_tree()
+    return Snapshot(worktree, view, git.rev("HEAD^{commit}"))
+
+
+def head_tree(shadow: Shadow, head: str | None) -> str:
+    git = shadow.work()
+    return git.out("rev-parse", f"{head}^{{tree}}") if head else git.empty_tree()
+
+
+# -- the overlay's pending changes, onto the index --------------------------------
+
+
+@dataclass
+class _Plan:
+    removals: list[bytes]
+    files: list[tuple[str, Path, bytes]]   # (mode, file to hash, repo-relative path)
+
+
+def apply_overlay(git: Git, shadow: Shadow, changes: list[Change]) -> bool:
+    """Put the overlay's pending changes under the work tree into the index."""
+    plan = _plan(shadow.repo.worktree, changes)
+    if not plan.removals and not plan.files:
+        return False
+    ignored = git.ignored([rel for _, _, rel in plan.files])
+    files = [f for f in plan.files if f[2] not in ignored]
+    with _hashable(shadow, files) as sources:
+        ids = git.hash_files(sources)
+    git.remove_cached(plan.removals)
+    git.index_info([(mode, oid, rel) for (mode, _, rel), oid in zip(files, ids, strict=True)])
+    return True
+
+
+def _plan(root: Path, changes: list[Change]) -> _Plan:
+    plan = _Plan([], [])
+    nested = _nested_repos(root, changes)
+    for change in changes:
+        rel = _relative(root, change.path)
+        if rel is None or _inside(rel, nested):
+            continue
+        if change.kind is Kind.DELETED or change.kind is Kind.REPLACED or change.opaque:
+            plan.removals.append(rel)
+        if change.kind is Kind.DELETED:
+            continue
+        if change.new_type is EntryType.FILE:
+            mode = "100755" if os.lstat(change.upper).st_mode & stat.S_IXUSR else "100644"
+            plan.files.append((mode, change.upper, rel))
+        elif change.new_type is EntryType.SYMLINK:
+            plan.files.append(("120000", change.upper, rel))
+    return plan
+
+
+def _relative(root: Path, path: Path) -> bytes | None:
+    if path == root or root not in path.parents:
+        return None
+    rel = path.relative_to(root)
+    if ".git" in rel.parts:
+        return None
+    return os.fsencode(rel)
+
+
+def _nested_repos(root: Path, changes: list[Change]) -> set[bytes]:
+    """Directories holding a repository of their own (submodules): one change each, via add -A."""
+    found: set[bytes] = set()
+    seen: set[Path] = set()
+    for change in changes:
+        if change.path.name == ".git" and change.path.parent != root:
+            found.add(os.fsencode(change.path.parent.relative_to(root)))
+        for parent in change.path.parents:
+            if parent == root or root not in parent.parents:
+                break
+            if parent not in seen:
+                seen.add(parent)
+                if os.path.lexists(parent / ".git"):
+                    found.add(os.fsencode(parent.relative_to(root)))
+    return found
+
+
+def _inside(rel: bytes, dirs: set[bytes]) -> bool:
+    return any(rel.startswith(d + b"/") for d in dirs)
+
+
+@contextlib.contextmanager
+def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[list[Path]]:
+    """Paths ``hash-object --stdin-paths`` can read: link targets and odd names via temp files."""
+    made: list[Path] = []
+    sources: list[Path] = []
+    try:
+        for mode, upper, _ in files:
+            if mode == "120000" or b"\n" in os.fsencode(upper):
+                tmp = shadow.tmp / f"blob.{os.getpid()}.{len(made)}"
+                data = os.fsencode(os.readlink(upper)) if mode == "120000" else upper.read_bytes()
+                tmp.write_bytes(data)
+                made.append(tmp)
+                sources.append(tmp)
+            else:
+                sources.append(upper)
+        yield sources
+    finally:
+        for tmp in made:
+            tmp.unlink(missing_ok=True)
