@@ -27,6 +27,11 @@ from manager.changes import Layer
 from manager.changes import is_whiteout
 from manager.changes import same_content
 from manager.journal import Step
+from manager.safefs import DirChain
+from manager.safefs import UnsafePath
+from manager.safefs import lstat_at
+from manager.safefs import open_dir_at
+from manager.safefs import proc_path
 from manager.safefs import walk_stats
 
 AT_FDCWD = -100
@@ -49,21 +54,50 @@ class Plan:
     incomplete: set[Path] = field(default_factory=set)  # dirs whose hidden real entries stay
 
 
+@dataclass
+class _Context:
+    layers: Sequence[Layer]
+    real: list[DirChain]
+    excluded: Callable[[Path], bool]
+    force: bool
+    opaque: set[Path]   # opaque directories: the real entries below them go
+    hiding: set[Path]   # added or replaced directories: the real tree below was hidden
+    blocked: set[Path] = field(default_factory=set)
+
+    def real_at(self, change: Change) -> tuple[int, str] | None:
+        """The real entry's parent descriptor and name; None when a parent is no real directory."""
+        index = layer_of(self.layers, change.upper)
+        parts = change.path.relative_to(self.layers[index].target).parts
+        try:
+            return self.real[index].fd(parts[:-1]), parts[-1]
+        except (FileNotFoundError, UnsafePath):
+            return None
+
+
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
               excluded: Callable[[Path], bool], force: bool) -> Plan:
     plan = Plan()
-    opaque = {c.path for c in all_changes if c.opaque}
-    blocked: set[Path] = set()
-    for change in with_parents(selected, all_changes):
-        if excluded(change.path):
-            plan.skipped.append(change.path)
-        elif _under(change.path, blocked):
-            plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
-            blocked.add(change.path)
-        else:
-            _plan_change(plan, layers, change, _under(change.path, opaque) or change.opaque,
-                         excluded, force, blocked)
-    return _hold_opaque(plan, all_changes, opaque)
+    ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
+                   opaque={c.path for c in all_changes if c.opaque},
+                   hiding={c.path for c in all_changes if c.new_type is EntryType.DIR
+                           and c.kind in (Kind.ADDED, Kind.REPLACED)})
+    try:
+        for change in with_parents(selected, all_changes):
+            _plan_one(plan, ctx, change)
+    finally:
+        for chain in ctx.real:
+            chain.forget(())
+    return _hold_opaque(plan, all_changes, ctx.opaque)
+
+
+def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
+    if ctx.excluded(change.path):
+        plan.skipped.append(change.path)
+    elif _under(change.path, ctx.blocked):
+        plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
+        ctx.blocked.add(change.path)
+    else:
+        _plan_change(plan, ctx, change)
 
 
 def with_parents(selected: list[Change], all_changes: list[Change]) -> list[Change]:
@@ -105,71 +139,79 @@ def step_for(layers: Sequence[Layer], change: Change) -> Step:
     return Step(action, layer_of(layers, change.upper), str(change.path), str(change.upper))
 
 
-def _plan_change(plan: Plan, layers: Sequence[Layer], change: Change, hides_real: bool,
-                 excluded: Callable[[Path], bool], force: bool, blocked: set[Path]) -> None:
-    step = step_for(layers, change)
-    reason = None if force else conflict(change, step.action, hides_real)
+def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
+    step = step_for(ctx.layers, change)
+    real = ctx.real_at(change)
+    hidden = _under(change.path, ctx.hiding)
+    reason = None if ctx.force or real is None else conflict(change, step.action, hidden, *real)
     if reason is not None:
         plan.conflicts.append(PathIssue(change.path, reason))
-        blocked.add(change.path)
+        ctx.blocked.add(change.path)
         return
     plan.steps.append(step)
-    if step.action == "dir" and hides_real:
-        _plan_prune(plan, step, change, excluded, force)
+    if step.action == "dir" and real is not None and (change.opaque or
+                                                      _under(change.path, ctx.opaque)):
+        _plan_prune(plan, ctx, step, change, *real)
 
 
-def conflict(change: Change, action: str, hides_real: bool) -> str | None:
-    """Why committing ``change`` would overwrite work done outside the sandbox, if it would."""
-    try:
-        rst = os.lstat(change.path)
-    except (FileNotFoundError, NotADirectoryError):
+def conflict(change: Change, action: str, hidden: bool, dir_fd: int, name: str) -> str | None:
+    """Why committing ``change`` would overwrite work done outside the sandbox, if it would.
+
+    ``hidden``: an added or replaced parent directory hid the real entry from the
+    sandbox, so its existence alone is no sign that someone else created it.
+    """
+    rst = lstat_at(dir_fd, name)
+    if rst is None or (action == "dir" and stat.S_ISDIR(rst.st_mode)):
         return None
-    if action == "dir" and stat.S_ISDIR(rst.st_mode):
+    if action != "remove" and _already_applied(change, rst, dir_fd, name):
         return None
-    if action != "remove" and _already_applied(change, rst):
-        return None
-    if change.kind is Kind.ADDED and not hides_real:
+    if change.kind is Kind.ADDED and not hidden:
         return "created outside the sandbox after the sandbox created it"
-    if changed_since(change.path, birth_ns(AT_FDCWD, str(change.upper))):
+    if changed_since(dir_fd, name, birth_ns(AT_FDCWD, str(change.upper))):
         return "changed outside the sandbox after the sandbox " + (
             "deleted it" if action == "remove" else "copied it")
     return None
 
 
-def _already_applied(change: Change, rst: os.stat_result) -> bool:
+def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str) -> bool:
     ust = os.lstat(change.upper)
-    if stat.S_IFMT(ust.st_mode) != stat.S_IFMT(rst.st_mode):
+    if ust.st_mode != rst.st_mode:
         return False
-    return ust.st_mode == rst.st_mode and same_content(change.upper, ust, change.path, rst)
+    return same_content(change.upper, ust, Path(proc_path(dir_fd, name)), rst)
 
 
-def changed_since(path: Path, since_ns: int) -> bool:
-    """True when ``path`` or anything below it has a ctime after ``since_ns``."""
-    return any(st.st_ctime_ns > since_ns for st in walk_stats(AT_FDCWD, str(path)))
+def changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
+    """True when ``name`` or anything below it has a ctime after ``since_ns``."""
+    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
 
 
-def _plan_prune(plan: Plan, step: Step, change: Change, excluded: Callable[[Path], bool],
-                force: bool) -> None:
-    """Remove the real entries a replaced directory hides (those absent from upper)."""
+def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: int,
+                name: str) -> None:
+    """Remove the real entries an opaque directory hides (those absent from upper)."""
     since = birth_ns(AT_FDCWD, str(change.upper))
-    for child in _hidden_real(change):
-        if excluded(child):
-            plan.skipped.append(child)
-            plan.incomplete.add(change.path)
-        elif not force and changed_since(child, since):
-            plan.conflicts.append(PathIssue(child, "changed outside the sandbox after the "
-                                                   "sandbox replaced its directory"))
-            plan.incomplete.add(change.path)
-        else:
-            plan.steps.append(Step("remove", step.layer, str(child), None))
-
-
-def _hidden_real(change: Change) -> list[Path]:
     try:
-        real = set(os.listdir(change.path)) if change.path.is_dir() else set()
+        fd = open_dir_at(dir_fd, name, change.path.parent)
     except OSError:
-        return []
-    return [change.path / name for name in sorted(real - _live_names(change.upper))]
+        return  # no real directory there: nothing hidden to remove
+    try:
+        for child in sorted(set(os.listdir(fd)) - _live_names(change.upper)):
+            _prune_one(plan, ctx, step, change, fd, child, since)
+    finally:
+        os.close(fd)
+
+
+def _prune_one(plan: Plan, ctx: _Context, step: Step, change: Change, fd: int, child: str,
+               since: int) -> None:
+    path = change.path / child
+    if ctx.excluded(path):
+        plan.skipped.append(path)
+        plan.incomplete.add(change.path)
+    elif not ctx.force and changed_since(fd, child, since):
+        plan.conflicts.append(PathIssue(path, "changed outside the sandbox after the sandbox "
+                                              "replaced its directory"))
+        plan.incomplete.add(change.path)
+    else:
+        plan.steps.append(Step("remove", step.layer, str(path), None))
 
 
 def _live_names(upper: Path) -> set[str]:
