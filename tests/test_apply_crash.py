@@ -84,13 +84,21 @@ def stray_temps(*roots: Path) -> list[str]:
             for n in dirs + files if n.startswith(".ws-")]
 
 
-def run_and_kill(tree: Tree, delay: float) -> bool:
+def run_and_kill(tree: Tree, rng: random.Random, iteration: int) -> bool:
+    """Kill a commit subprocess; mostly a random moment after it wrote its journal."""
+    journal = tree.session / "commit-journal.json"
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tree.session), str(tree.upper),
                              str(tree.real)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    time.sleep(delay)
+    if iteration % 4 == 0:  # anywhere, planning included
+        time.sleep(rng.uniform(0.0, 0.2))
+    else:
+        deadline = time.monotonic() + 10
+        while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, 0.05))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    return (tree.session / "commit-journal.json").exists()
+    return journal.exists()
 
 
 def upper_roots(tmp_path: Path, where: str) -> Path:
@@ -117,8 +125,8 @@ def test_killed_commit_resumes_old_or_new(tmp_path: Path, where: str) -> None:
         expected = view(tree.upper, tree.real)
         rng = random.Random(20240601)
         interrupted = 0
-        for _ in range(20):
-            interrupted += run_and_kill(tree, rng.uniform(0.05, 0.25))
+        for iteration in range(20):
+            interrupted += run_and_kill(tree, rng, iteration)
             check_old_or_new(tree, allowed)
         result = commit(tree.session, tree.layers, tree.real)
         assert result.ok and not result.conflicts, result

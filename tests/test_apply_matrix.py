@@ -1,4 +1,7 @@
-"""Every (upper entry x real entry) pair, as binpash/try's TRYCASE matrix: commit equals the view."""
+"""Every (upper entry x real entry) pair, as in binpash/try's TRYCASE matrix.
+
+The invariant: after a commit the real tree equals the overlay's view before it.
+"""
 
 from __future__ import annotations
 
