@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -216,9 +217,9 @@ def _empty_dir(root: Path) -> None:
 
 
 def _topmost(uppers: Iterable[Path]) -> list[Path]:
-    chosen = set(uppers)
-    return sorted((u for u in chosen if not any(p in chosen for p in u.parents)),
-                  key=lambda p: p.parts)
+    chosen = {str(u) for u in uppers}
+    top = [u for u in chosen if not any(a in chosen for a in _ancestors(u, set()))]
+    return sorted((Path(u) for u in top), key=lambda p: p.parts)
 
 
 def _remove_uppers(layers: Sequence[Layer], uppers: list[Path]) -> None:
@@ -250,15 +251,21 @@ def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path], gone: Iterab
     dropped). Their ancestor directories are removed, whole, when neither they
     nor anything below them is still pending: what remains in them are copy-ups
     identical to the real files and whiteouts of paths that no longer exist.
+    Strings, not Paths: this runs over every entry of large uppers.
     """
-    gone_set = set(gone)
-    pending = {u for u in all_uppers if u not in gone_set}
-    keep = pending | {parent for u in pending for parent in u.parents}
-    roots = {layer.upper for layer in layers}
-    doomed = {d for u in gone_set for d in (u, *u.parents)
-              if d not in keep and not _is_root_or_above(d, roots)}
-    _remove_uppers(layers, _topmost(doomed))
+    gone_set = {str(u) for u in gone}
+    pending = {str(u) for u in all_uppers} - gone_set
+    roots = {str(layer.upper) for layer in layers}
+    keep = set(pending)
+    for upper in pending:
+        keep.update(_ancestors(upper, roots))
+    doomed = {d for u in gone_set for d in (u, *_ancestors(u, roots)) if d not in keep}
+    _remove_uppers(layers, _topmost(Path(d) for d in doomed))
 
 
-def _is_root_or_above(path: Path, roots: set[Path]) -> bool:
-    return any(path == root or path in root.parents for root in roots)
+def _ancestors(path: str, roots: set[str]) -> Iterator[str]:
+    """The directories above ``path``, up to (not including) its layer's root."""
+    parent = os.path.dirname(path)
+    while parent not in roots and parent != os.path.dirname(parent):
+        yield parent
+        parent = os.path.dirname(parent)

@@ -23,6 +23,8 @@ class Excluder:
 
     def __call__(self, path: Path) -> bool:
         """True when ``path`` or one of its ancestors matches a pattern."""
+        if not self.absolute and not self.relative:
+            return False
         candidates = [path, *path.parents]
         if any(rx.fullmatch(str(p)) for rx in self.absolute for p in candidates):
             return True

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from manager.changes import Layer
 from manager.errors import StateError
-from manager.fsutil import write_json_atomic
+from manager.fsutil import write_atomic
 
 JOURNAL = "commit-journal.json"
 VERSION = 1
@@ -59,13 +59,14 @@ def new_token() -> str:
 
 def write(session_dir: Path, journal: Journal) -> Journal:
     path = path_for(session_dir)
-    write_json_atomic(path, {
+    record = {
         "version": VERSION,
         "token": journal.token,
         "force": journal.force,
         "layers": [[str(layer.upper), str(layer.target)] for layer in journal.layers],
         "steps": [asdict(step) for step in journal.steps],
-    })
+    }
+    write_atomic(path, json.dumps(record, separators=(",", ":")).encode())
     return Journal(journal.token, journal.layers, journal.steps, journal.force,
                    os.stat(path).st_ctime_ns)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -32,6 +32,7 @@ from manager.safefs import UnsafePath
 from manager.safefs import lstat_at
 from manager.safefs import open_dir_at
 from manager.safefs import proc_path
+from manager.safefs import rel_parts
 from manager.safefs import walk_stats
 
 AT_FDCWD = -100
@@ -60,14 +61,14 @@ class _Context:
     real: list[DirChain]
     excluded: Callable[[Path], bool]
     force: bool
-    opaque: set[Path]   # opaque directories: the real entries below them go
-    hiding: set[Path]   # added or replaced directories: the real tree below was hidden
-    blocked: set[Path] = field(default_factory=set)
+    opaque: set[str]    # opaque directories: the real entries below them go
+    hiding: set[str]    # added or replaced directories: the real tree below was hidden
+    blocked: set[str] = field(default_factory=set)
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
         index = layer_of(self.layers, change.upper)
-        parts = change.path.relative_to(self.layers[index].target).parts
+        parts = rel_parts(self.layers[index].target, str(change.path))
         try:
             return self.real[index].fd(parts[:-1]), parts[-1]
         except (FileNotFoundError, UnsafePath):
@@ -78,8 +79,8 @@ def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list
               excluded: Callable[[Path], bool], force: bool) -> Plan:
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
-                   opaque={c.path for c in all_changes if c.opaque},
-                   hiding={c.path for c in all_changes if c.new_type is EntryType.DIR
+                   opaque={str(c.path) for c in all_changes if c.opaque},
+                   hiding={str(c.path) for c in all_changes if c.new_type is EntryType.DIR
                            and c.kind in (Kind.ADDED, Kind.REPLACED)})
     try:
         for change in with_parents(selected, all_changes):
@@ -95,15 +96,17 @@ def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
         plan.skipped.append(change.path)
     elif _under(change.path, ctx.blocked):
         plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
-        ctx.blocked.add(change.path)
+        ctx.blocked.add(str(change.path))
     else:
         _plan_change(plan, ctx, change)
 
 
 def with_parents(selected: list[Change], all_changes: list[Change]) -> list[Change]:
     """``selected`` plus the added or replaced parent directories they cannot exist without."""
-    by_path = {c.path: c for c in all_changes}
     wanted = {c.path: c for c in selected}
+    if len(wanted) == len(all_changes):
+        return list(all_changes)  # everything: no parent can be missing
+    by_path = {c.path: c for c in all_changes}
     for change in selected:
         for parent in change.path.parents:
             found = by_path.get(parent)
@@ -118,13 +121,24 @@ def _creates_dir(change: Change) -> bool:
     return change.kind is Kind.REPLACED and change.old_type is not EntryType.DIR
 
 
-def _under(path: Path, roots: set[Path]) -> bool:
-    return any(parent in roots for parent in path.parents)
+def _under(path: Path | str, roots: set[str]) -> bool:
+    """Whether a proper ancestor of ``path`` is in ``roots`` (strings: pathlib is slow here)."""
+    if not roots:
+        return False
+    text = str(path)
+    parent = os.path.dirname(text)
+    while parent != text:
+        if parent in roots:
+            return True
+        text, parent = parent, os.path.dirname(parent)
+    return False
 
 
 def layer_of(layers: Sequence[Layer], upper: Path) -> int:
+    text = str(upper)
     for index, layer in enumerate(layers):
-        if upper == layer.upper or layer.upper in upper.parents:
+        root = str(layer.upper)
+        if text == root or text.startswith(root.rstrip("/") + "/"):
             return index
     raise ValueError(f"{upper} is in no layer")
 
@@ -146,7 +160,7 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     reason = None if ctx.force or real is None else conflict(change, step.action, hidden, *real)
     if reason is not None:
         plan.conflicts.append(PathIssue(change.path, reason))
-        ctx.blocked.add(change.path)
+        ctx.blocked.add(str(change.path))
         return
     plan.steps.append(step)
     if step.action == "dir" and real is not None and (change.opaque or
@@ -222,26 +236,32 @@ def _live_names(upper: Path) -> set[str]:
     return names
 
 
-def _hold_opaque(plan: Plan, all_changes: list[Change], opaque: set[Path]) -> Plan:
+def _hold_opaque(plan: Plan, all_changes: list[Change], opaque: set[str]) -> Plan:
     """Keep upper copies inside an opaque directory that is not wholly committed.
 
     Moving a child out of such a directory would make the overlay hide its real
     copy: the sandbox's view must not change under a partial commit.
     """
-    stepped = {Path(s.path) for s in plan.steps}
-    unfinished = {c.path for c in all_changes if c.path not in stepped} | plan.incomplete
-    held = {root for root in opaque if _touches(root, unfinished)}
+    if not opaque:
+        return plan
+    stepped = {s.path for s in plan.steps}
+    unfinished = {str(c.path) for c in all_changes} - stepped
+    unfinished |= {str(p) for p in plan.incomplete}
+    held = {a for u in unfinished for a in _self_and_ancestors(u) if a in opaque}
     if held:
         plan.steps = [_keep(s, held) for s in plan.steps]
     return plan
 
 
-def _touches(root: Path, paths: Iterable[Path]) -> bool:
-    return any(p == root or root in p.parents for p in paths)
+def _self_and_ancestors(text: str) -> Iterator[str]:
+    yield text
+    parent = os.path.dirname(text)
+    while parent != text:
+        yield parent
+        text, parent = parent, os.path.dirname(parent)
 
 
-def _keep(step: Step, held: set[Path]) -> Step:
-    path = Path(step.path)
-    if step.upper is not None and (path in held or _under(path, held)):
+def _keep(step: Step, held: set[str]) -> Step:
+    if step.upper is not None and (step.path in held or _under(step.path, held)):
         return replace(step, keep_upper=True)
     return step

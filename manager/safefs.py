@@ -59,6 +59,14 @@ class DirChain:
             os.close(self._stack.pop()[1])
 
 
+def rel_parts(root: Path | str, path: str) -> tuple[str, ...]:
+    """``path`` relative to ``root`` as components (string work: pathlib is slow here)."""
+    prefix = str(root).rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path} is not below {root}")
+    return tuple(path[len(prefix):].split("/"))
+
+
 def open_dir_at(parent_fd: int, name: str, where: Path) -> int:
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)

@@ -42,6 +42,7 @@ from manager.safefs import DirChain
 from manager.safefs import lstat_at
 from manager.safefs import open_dir_at
 from manager.safefs import overlay_xattrs
+from manager.safefs import rel_parts
 from manager.safefs import remove_at
 from manager.safefs import strip_overlay_xattrs
 from manager.safefs import syncfs
@@ -148,7 +149,7 @@ class Executor:
 
     def _prepare(self, step: Step) -> _Pending | None:
         dir_fd, name = self.real_at(step)
-        self._real_fds.setdefault(os.fstat(dir_fd).st_dev, os.dup(dir_fd))
+        self._note_filesystem(dir_fd)
         verdict = self.check(self, step, dir_fd, name) if self.check else None
         if verdict == "done":
             self.outcome.done.append(step)
@@ -163,6 +164,12 @@ class Executor:
         if step.action == "write":
             return self._prepare_write(step, dir_fd)
         return _Pending(step)
+
+    def _note_filesystem(self, dir_fd: int) -> None:
+        """Keep one descriptor per destination filesystem, for syncfs."""
+        dev = os.fstat(dir_fd).st_dev
+        if dev not in self._real_fds:
+            self._real_fds[dev] = os.dup(dir_fd)
 
     def _after_done(self, step: Step) -> None:
         if step.upper is not None and not step.keep_upper and step.action != "dir":
@@ -316,14 +323,15 @@ class Executor:
 
 
 def _at(chain: DirChain, root: Path, path: str) -> tuple[int, str]:
-    parts = _parts(root, path)
-    if not parts:
-        raise OSError(errno.EINVAL, f"{path} is the root of its layer")
+    try:
+        parts = _parts(root, path)
+    except ValueError:
+        raise OSError(errno.EINVAL, f"{path} is not below its layer's root {root}") from None
     return chain.fd(parts[:-1]), parts[-1]
 
 
 def _parts(root: Path, path: str) -> tuple[str, ...]:
-    return Path(path).relative_to(root).parts
+    return rel_parts(root, path)
 
 
 def _refuse_unsupported(step: Step, dir_fd: int, name: str) -> None:
