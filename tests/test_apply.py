@@ -264,8 +264,7 @@ def test_symlink_swapped_in_after_planning_is_refused(tree: Tree, sentinel: Path
     write(tree.r("d/f"), "old\n")
     copy_up(tree, "d/f").write_text("new\n")
     import manager.apply as apply_mod
-
-    real_plan = apply_mod.make_plan
+    from manager.plan import make_plan as real_plan
 
     def plan_then_swap(*args, **kwargs):  # type: ignore[no-untyped-def]
         plan = real_plan(*args, **kwargs)
