@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.overlay_model import Tree
+
 REAL_HOME = Path(os.path.expanduser("~"))
 REAL_STATE = Path(os.environ.get("XDG_STATE_HOME") or REAL_HOME / ".local/state") / "workspace"
 REAL_CLAUDE = REAL_HOME / ".claude"
@@ -67,3 +69,9 @@ def ws(project: Path) -> Runner:
         return proc
 
     return run
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    """A real directory with an upper layer built by hand (see overlay_model)."""
+    return Tree.make(tmp_path / "t")

@@ -1,0 +1,139 @@
+"""Time ``commit`` against ``cp -a`` (and ``try commit`` when on PATH), in one invocation.
+
+Two sandboxes in binpash/try's layout (``upperdir/<absolute target path>/...``,
+ancestors copied up with their real modes) over an empty real target:
+
+* small: 100 directories x 100 files of 300 bytes;
+* large: five 100 MB files.
+
+Each tool runs 3 times per sandbox on a freshly built copy; the build and a
+``sync`` are not timed, so every tool starts with the upper data on disk (as an
+agent's writes long since are). Prints medians and ratios.
+
+    python bench/commit_bench.py [--dir DIR] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from manager.apply import commit  # noqa: E402
+from manager.changes import Layer  # noqa: E402
+
+MB = 1 << 20
+
+
+def build_small(top: Path) -> None:
+    payload = b"x" * 299 + b"\n"
+    for d in range(100):
+        folder = top / f"d{d:03}"
+        folder.mkdir()
+        for f in range(100):
+            (folder / f"f{f:03}.txt").write_bytes(payload)
+
+
+def build_large(top: Path) -> None:
+    block = os.urandom(MB)
+    for i in range(5):
+        with open(top / f"big{i}.bin", "wb") as handle:
+            for _ in range(100):
+                handle.write(block)
+
+
+def make_sandbox(work: Path, target: Path, fill: Callable[[Path], None]) -> Path:
+    """``work/sandbox/upperdir/<target>`` holding the new files; ancestors copied up."""
+    sandbox = work / "sandbox"
+    upper = sandbox / "upperdir"
+    upper.mkdir(parents=True)
+    for real in [*reversed(target.parents)][1:] + [target]:
+        copy = upper / str(real).lstrip("/")
+        copy.mkdir()
+        os.chmod(copy, os.stat(real).st_mode & 0o7777)
+    for sub in ("workdir", "temproot"):
+        (sandbox / sub).mkdir()
+    fill(upper / str(target).lstrip("/"))
+    return sandbox
+
+
+def run_ours(work: Path, sandbox: Path, target: Path) -> None:
+    session = work / "session"
+    session.mkdir()
+    result = commit(session, [Layer(sandbox / "upperdir", Path("/"))], target)
+    if not result.ok:
+        raise SystemExit(f"commit failed: {result.errors[:3]} {result.conflicts[:3]}")
+
+
+def run_cp(work: Path, sandbox: Path, target: Path) -> None:
+    source = sandbox / "upperdir" / str(target).lstrip("/")
+    subprocess.run(["cp", "-a", f"{source}/.", str(target)], check=True)
+
+
+def run_try(work: Path, sandbox: Path, target: Path) -> None:
+    # `try commit` first mounts the sandbox and runs `:`, then commits; -y skips the prompt.
+    subprocess.run(["try", "-y", "commit", str(sandbox)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def one_run(base: Path, fill: Callable[[Path], None],
+            tool: Callable[[Path, Path, Path], None]) -> float:
+    work = Path(tempfile.mkdtemp(dir=base))
+    try:
+        target = work / "target"
+        target.mkdir()
+        sandbox = make_sandbox(work, target, fill)
+        os.sync()
+        start = time.perf_counter()
+        tool(work, sandbox, target)
+        elapsed = time.perf_counter() - start
+        _check(target, fill)
+        return elapsed
+    finally:
+        shutil.rmtree(work)
+
+
+def _check(target: Path, fill: Callable[[Path], None]) -> None:
+    expected = 10_000 if fill is build_small else 5
+    found = sum(len(files) for _, _, files in os.walk(target))
+    assert found == expected, f"{found} files committed, {expected} expected"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where to build (default: $TMPDIR)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="ws-bench-", dir=args.dir))
+    tools: dict[str, Callable[[Path, Path, Path], None]] = {"commit": run_ours, "cp -a": run_cp}
+    if shutil.which("try"):
+        tools["try commit"] = run_try
+    try:
+        for label, fill in (("10k x 300 B", build_small), ("5 x 100 MB", build_large)):
+            medians = {name: statistics.median(one_run(base, fill, tool) for _ in range(args.runs))
+                       for name, tool in tools.items()}
+            _report(label, medians)
+    finally:
+        shutil.rmtree(base)
+    return 0
+
+
+def _report(label: str, medians: dict[str, float]) -> None:
+    ours = medians["commit"]
+    print(f"\n{label}  (median of runs, seconds)")
+    print(f"  {'tool':<12}{'median':>10}{'vs commit':>12}")
+    for name, value in medians.items():
+        print(f"  {name:<12}{value:>10.3f}{value / ours:>11.1f}x")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

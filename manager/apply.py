@@ -1,0 +1,271 @@
+"""Commit a session's changes to the real filesystem, or discard them.
+
+The caller holds the session's exclusive lock and has stopped the engine, so
+no upper directory is mounted. A commit plans (:mod:`manager.plan`), writes the
+plan to a journal, carries it out (:mod:`manager.steps`), then tidies the upper
+directories and removes the journal. A commit that finds a journal first
+finishes it: the same steps, skipping those already done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+from manager import journal
+from manager.changes import Change
+from manager.changes import Layer
+from manager.changes import read_changes
+from manager.changes import same_content
+from manager.changes import select
+from manager.errors import WorkspaceError
+from manager.exclude import compile_patterns
+from manager.journal import Journal
+from manager.journal import Step
+from manager.plan import PathIssue
+from manager.plan import make_plan
+from manager.safefs import DirChain
+from manager.safefs import lstat_at
+from manager.safefs import proc_path
+from manager.safefs import remove_at
+from manager.safefs import walk_stats
+from manager.steps import Executor
+from manager.steps import Outcome
+
+
+@dataclass
+class CommitResult:
+    applied: list[Path] = field(default_factory=list)
+    conflicts: list[PathIssue] = field(default_factory=list)  # left alone; pending
+    skipped: list[Path] = field(default_factory=list)         # excluded; pending
+    errors: list[PathIssue] = field(default_factory=list)     # failed; pending
+    resumed: list[Path] = field(default_factory=list)         # finished from an interrupted commit
+
+    @property
+    def ok(self) -> bool:
+        return not self.conflicts and not self.errors
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "applied": [str(p) for p in self.applied],
+            "resumed": [str(p) for p in self.resumed],
+            "conflicts": [c.as_json() for c in self.conflicts],
+            "skipped": [str(p) for p in self.skipped],
+            "errors": [e.as_json() for e in self.errors],
+        }
+
+
+def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
+           paths: Sequence[Path] = (), *, force: bool = False,
+           exclude: Sequence[str] = ()) -> CommitResult:
+    """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
+    result = CommitResult()
+    interrupted = journal.read(session_dir)
+    if interrupted is not None:
+        _resume(session_dir, interrupted, project, result)
+    all_changes = read_changes(list(layers), project)
+    plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
+                     excluded=compile_patterns(exclude, project), force=force)
+    result.conflicts.extend(plan.conflicts)
+    result.skipped.extend(plan.skipped)
+    if plan.steps:
+        started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
+                                                     plan.steps, force))
+        outcome = _execute(started, check=None)
+        result.applied.extend(Path(s.path) for s in outcome.applied)
+        _record_failures(result, outcome)
+        tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
+        journal.remove(session_dir)
+    return result
+
+
+def _execute(plan: Journal, check: Callable[[Executor, Step, int, str], str | None] | None,
+             ) -> Outcome:
+    executor = Executor(plan.layers, plan.token, check)
+    try:
+        remove_strays(executor, plan.steps)
+        return executor.run(plan.steps)
+    finally:
+        executor.close()
+
+
+def _record_failures(result: CommitResult, outcome: Outcome) -> None:
+    result.conflicts.extend(PathIssue(Path(s.path), why) for s, why in outcome.conflicts)
+    result.errors.extend(PathIssue(Path(s.path), why) for s, why in outcome.errors)
+
+
+def _moved_uppers(outcome: Outcome) -> list[Path]:
+    """Upper entries whose changes are now real (so they are no longer pending)."""
+    return [Path(s.upper) for s in (*outcome.applied, *outcome.done)
+            if s.upper is not None and not s.keep_upper]
+
+
+# -- resuming -------------------------------------------------------------------
+
+
+def _resume(session_dir: Path, interrupted: Journal, project: Path,
+            result: CommitResult) -> None:
+    outcome = _execute(interrupted, _resume_check(interrupted))
+    result.resumed.extend(Path(s.path) for s in (*outcome.done, *outcome.applied))
+    _record_failures(result, outcome)
+    # What else is pending is not in the journal: read it afresh.
+    still = [c.upper for c in read_changes(interrupted.layers, project)]
+    tidy_upper(interrupted.layers, still, _moved_uppers(outcome))
+    journal.remove(session_dir)
+
+
+def _resume_check(interrupted: Journal) -> Callable[[Executor, Step, int, str], str | None]:
+    """A step is done when its upper entry is gone or the real path already matches it.
+
+    Anything else that changed after the journal was written was changed by
+    someone else (this commit only ever publishes finished entries), so it is a
+    conflict unless the commit was forced.
+    """
+    def check(executor: Executor, step: Step, dir_fd: int, name: str) -> str | None:
+        state = _resume_state(executor, step, dir_fd, name)
+        if state != "changed":
+            return state
+        if interrupted.force or not _changed_since(dir_fd, name, interrupted.started_ns):
+            return None
+        return "changed outside the sandbox while the commit was interrupted"
+    return check
+
+
+def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str | None:
+    rst = lstat_at(dir_fd, name)
+    if step.action == "remove":
+        return "done" if rst is None else "changed"
+    try:
+        up_fd, up_name = executor.upper_at(step)
+    except FileNotFoundError:
+        return "done"
+    ust = lstat_at(up_fd, up_name)
+    if ust is None:
+        return "done"
+    if rst is None or (step.action == "dir" and stat.S_ISDIR(rst.st_mode)):
+        return None
+    if ust.st_mode == rst.st_mode and same_content(
+            Path(proc_path(up_fd, up_name)), ust, Path(proc_path(dir_fd, name)), rst):
+        return "done"
+    return "changed"
+
+
+def _changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
+    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+
+
+def remove_strays(executor: Executor, steps: Iterable[Step]) -> None:
+    """Delete temporary entries an interrupted commit left beside its destinations."""
+    dirs: set[tuple[int, tuple[str, ...]]] = set()
+    for step in steps:
+        parts = Path(step.path).relative_to(executor.layers[step.layer].target).parts
+        dirs.add((step.layer, parts[:-1]))
+        if step.action == "dir":
+            dirs.add((step.layer, parts))
+    for layer, parts in sorted(dirs):
+        _remove_strays_in(executor.real[layer], parts, executor.temp_prefix())
+
+
+def _remove_strays_in(chain: DirChain, parts: tuple[str, ...], prefix: str) -> None:
+    try:
+        dir_fd = chain.fd(parts)
+        for name in os.listdir(dir_fd):
+            if name.startswith(prefix):
+                remove_at(dir_fd, name)
+    except OSError:
+        pass  # the directory is gone or unreadable: nothing of ours can be in it
+
+
+# -- discarding -----------------------------------------------------------------
+
+
+def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
+            paths: Sequence[Path] = ()) -> list[Change]:
+    """Drop the changes at or below ``paths`` (all when empty); return what was dropped."""
+    if journal.read(session_dir) is not None:
+        raise WorkspaceError("an interrupted commit is unfinished; discarding now could lose "
+                             "half of it", hint="run `workspace commit` to finish it first")
+    all_changes = read_changes(list(layers), project)
+    if not paths:
+        for layer in layers:
+            _empty_dir(layer.upper)
+        return all_changes
+    chosen = select(all_changes, list(paths))
+    _remove_uppers(layers, _topmost([c.upper for c in chosen]))
+    tidy_upper(layers, [c.upper for c in all_changes], [c.upper for c in chosen])
+    return chosen
+
+
+def _empty_dir(root: Path) -> None:
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        for name in os.listdir(fd):
+            remove_at(fd, name)
+    finally:
+        os.close(fd)
+
+
+def _topmost(uppers: Iterable[Path]) -> list[Path]:
+    chosen = {str(u) for u in uppers}
+    top = [u for u in chosen if not any(a in chosen for a in _ancestors(u, set()))]
+    return sorted((Path(u) for u in top), key=lambda p: p.parts)
+
+
+def _remove_uppers(layers: Sequence[Layer], uppers: list[Path]) -> None:
+    chains = [DirChain(layer.upper) for layer in layers]
+    try:
+        for upper in uppers:
+            index, parts = _locate(layers, upper)
+            with contextlib.suppress(FileNotFoundError):  # already moved into the real tree
+                remove_at(chains[index].fd(parts[:-1]), parts[-1])
+    finally:
+        for chain in chains:
+            chain.forget(())
+
+
+def _locate(layers: Sequence[Layer], upper: Path) -> tuple[int, tuple[str, ...]]:
+    for index, layer in enumerate(layers):
+        if layer.upper in upper.parents:
+            return index, upper.relative_to(layer.upper).parts
+    raise ValueError(f"{upper} is in no layer")
+
+
+# -- tidying --------------------------------------------------------------------
+
+
+def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path], gone: Iterable[Path]) -> None:
+    """Remove upper directories that no longer hold anything pending.
+
+    ``gone`` are upper entries that stopped being pending (committed or
+    dropped). Their ancestor directories are removed, whole, when neither they
+    nor anything below them is still pending: what remains in them are copy-ups
+    identical to the real files and whiteouts of paths that no longer exist.
+    Strings, not Paths: this runs over every entry of large uppers.
+    """
+    gone_set = {str(u) for u in gone}
+    pending = {str(u) for u in all_uppers} - gone_set
+    roots = {str(layer.upper) for layer in layers}
+    keep = set(pending)
+    for upper in pending:
+        keep.update(_ancestors(upper, roots))
+    doomed = {d for u in gone_set for d in (u, *_ancestors(u, roots)) if d not in keep}
+    _remove_uppers(layers, _topmost(Path(d) for d in doomed))
+
+
+def _ancestors(path: str, roots: set[str]) -> Iterator[str]:
+    """The directories above ``path``, up to (not including) its layer's root."""
+    parent = os.path.dirname(path)
+    while parent not in roots and parent != os.path.dirname(parent):
+        yield parent
+        parent = os.path.dirname(parent)

@@ -1,0 +1,58 @@
+"""When an upper entry was born: the moment the overlay copied it up or created it.
+
+A real path whose ctime is later than that changed behind the sandbox's back.
+Birth time comes from statx(2) (``STATX_BTIME``), which Python's ``os`` does
+not expose; where the kernel or filesystem has none, the entry's ctime stands
+in (later than the birth, so it only narrows the window in which a conflict is
+seen, never invents one).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+AT_SYMLINK_NOFOLLOW = 0x100
+STATX_BTIME = 0x800
+_SYSCALL_NR = {"x86_64": 332, "aarch64": 291}
+
+
+class _Timestamp(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_uint32),
+                ("reserved", ctypes.c_int32)]
+
+
+class _Statx(ctypes.Structure):
+    _fields_ = [
+        ("mask", ctypes.c_uint32), ("blksize", ctypes.c_uint32), ("attributes", ctypes.c_uint64),
+        ("nlink", ctypes.c_uint32), ("uid", ctypes.c_uint32), ("gid", ctypes.c_uint32),
+        ("mode", ctypes.c_uint16), ("spare0", ctypes.c_uint16), ("ino", ctypes.c_uint64),
+        ("size", ctypes.c_uint64), ("blocks", ctypes.c_uint64),
+        ("attributes_mask", ctypes.c_uint64), ("atime", _Timestamp), ("btime", _Timestamp),
+        ("ctime", _Timestamp), ("mtime", _Timestamp), ("rest", ctypes.c_uint8 * 128),
+    ]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall_nr = _SYSCALL_NR.get(platform.machine())
+
+
+def _statx(dir_fd: int, name: str, buf: _Statx) -> int:
+    raw = os.fsencode(name)
+    func = getattr(_libc, "statx", None)
+    if func is not None:
+        return int(func(dir_fd, raw, AT_SYMLINK_NOFOLLOW, STATX_BTIME, ctypes.byref(buf)))
+    if _syscall_nr is None:
+        return -1
+    return int(_libc.syscall(_syscall_nr, dir_fd, raw, AT_SYMLINK_NOFOLLOW, STATX_BTIME,
+                             ctypes.byref(buf)))
+
+
+def birth_ns(dir_fd: int, name: str) -> int:
+    """Birth time of ``name`` in ``dir_fd`` in ns (its ctime where unknown)."""
+    buf = _Statx()
+    if _statx(dir_fd, name, buf) == 0 and buf.mask & STATX_BTIME:
+        stamp: _Timestamp = buf.btime
+        return int(stamp.tv_sec) * 1_000_000_000 + int(stamp.tv_nsec)
+    return int(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ctime_ns)

@@ -1,0 +1,77 @@
+"""The ``exclude`` setting: gitignore-like globs naming paths that are never committed.
+
+A pattern starting with ``/`` (or ``~/``) is absolute; one with a ``/`` elsewhere
+is anchored at the project root; one without a ``/`` matches a name at any
+depth. ``*`` and ``?`` stay within one component, ``**`` spans any number.
+A pattern that matches a directory excludes everything below it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Excluder:
+    project: Path
+    absolute: tuple[re.Pattern[str], ...]
+    relative: tuple[re.Pattern[str], ...]
+
+    def __call__(self, path: Path) -> bool:
+        """True when ``path`` or one of its ancestors matches a pattern."""
+        if not self.absolute and not self.relative:
+            return False
+        candidates = [path, *path.parents]
+        if any(rx.fullmatch(str(p)) for rx in self.absolute for p in candidates):
+            return True
+        if path != self.project and self.project not in path.parents:
+            return False
+        rel = path.relative_to(self.project)
+        return any(rx.fullmatch(str(p)) for rx in self.relative for p in [rel, *rel.parents][:-1])
+
+
+def compile_patterns(patterns: Iterable[str], project: Path) -> Excluder:
+    absolute: list[re.Pattern[str]] = []
+    relative: list[re.Pattern[str]] = []
+    for raw in patterns:
+        pattern = os.path.expanduser(raw.strip()).rstrip("/")
+        if not pattern:
+            continue
+        if pattern.startswith("/"):
+            absolute.append(re.compile(_glob_regex(pattern)))
+        elif "/" in pattern:
+            relative.append(re.compile(_glob_regex(pattern)))
+        else:
+            relative.append(re.compile("(?:.*/)?" + _glob_regex(pattern)))
+    return Excluder(project, tuple(absolute), tuple(relative))
+
+
+def _glob_regex(pattern: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        token, i = _glob_token(pattern, i)
+        out.append(token)
+    return "".join(out)
+
+
+def _glob_token(pattern: str, i: int) -> tuple[str, int]:
+    if pattern.startswith("**/", i):
+        return "(?:.*/)?", i + 3
+    if pattern.startswith("**", i):
+        return ".*", i + 2
+    char = pattern[i]
+    if char == "*":
+        return "[^/]*", i + 1
+    if char == "?":
+        return "[^/]", i + 1
+    if char == "[":
+        end = pattern.find("]", i + 2)
+        if end != -1:
+            body = pattern[i + 1:end].replace("\\", "\\\\")
+            return "[" + ("^" + body[1:] if body.startswith("!") else body) + "]", end + 1
+    return re.escape(char), i + 1

@@ -1,0 +1,267 @@
+"""Plan a commit: which steps to take, which paths conflict, which are excluded.
+
+Planning only reads. A conflict is a real path that changed after the overlay
+copied it up (or after the sandbox created or deleted it): its ctime is later
+than the upper entry's birth. Directories are not checked themselves (their
+ctime moves whenever a child changes); removing a whole real tree checks
+everything in it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
+from pathlib import Path
+
+from manager.btime import birth_ns
+from manager.changes import Change
+from manager.changes import EntryType
+from manager.changes import Kind
+from manager.changes import Layer
+from manager.changes import is_whiteout
+from manager.changes import same_content
+from manager.journal import Step
+from manager.safefs import DirChain
+from manager.safefs import UnsafePath
+from manager.safefs import lstat_at
+from manager.safefs import open_dir_at
+from manager.safefs import proc_path
+from manager.safefs import rel_parts
+from manager.safefs import walk_stats
+
+AT_FDCWD = -100
+
+
+@dataclass(frozen=True)
+class PathIssue:
+    path: Path
+    reason: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"path": str(self.path), "reason": self.reason}
+
+
+@dataclass
+class Plan:
+    steps: list[Step] = field(default_factory=list)
+    conflicts: list[PathIssue] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    incomplete: set[Path] = field(default_factory=set)  # dirs whose hidden real entries stay
+
+
+@dataclass
+class _Context:
+    layers: Sequence[Layer]
+    real: list[DirChain]
+    excluded: Callable[[Path], bool]
+    force: bool
+    opaque: set[str]    # opaque directories: the real entries below them go
+    hiding: set[str]    # added or replaced directories: the real tree below was hidden
+    blocked: set[str] = field(default_factory=set)
+
+    def real_at(self, change: Change) -> tuple[int, str] | None:
+        """The real entry's parent descriptor and name; None when a parent is no real directory."""
+        index = layer_of(self.layers, change.upper)
+        parts = rel_parts(self.layers[index].target, str(change.path))
+        try:
+            return self.real[index].fd(parts[:-1]), parts[-1]
+        except (FileNotFoundError, UnsafePath):
+            return None
+
+
+def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
+              excluded: Callable[[Path], bool], force: bool) -> Plan:
+    plan = Plan()
+    ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
+                   opaque={str(c.path) for c in all_changes if c.opaque},
+                   hiding={str(c.path) for c in all_changes if c.new_type is EntryType.DIR
+                           and c.kind in (Kind.ADDED, Kind.REPLACED)})
+    try:
+        for change in with_parents(selected, all_changes):
+            _plan_one(plan, ctx, change)
+    finally:
+        for chain in ctx.real:
+            chain.forget(())
+    return _hold_opaque(plan, all_changes, ctx.opaque)
+
+
+def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
+    if ctx.excluded(change.path):
+        plan.skipped.append(change.path)
+    elif _under(change.path, ctx.blocked):
+        plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
+        ctx.blocked.add(str(change.path))
+    else:
+        _plan_change(plan, ctx, change)
+
+
+def with_parents(selected: list[Change], all_changes: list[Change]) -> list[Change]:
+    """``selected`` plus the added or replaced parent directories they cannot exist without."""
+    wanted = {c.path: c for c in selected}
+    if len(wanted) == len(all_changes):
+        return list(all_changes)  # everything: no parent can be missing
+    by_path = {c.path: c for c in all_changes}
+    for change in selected:
+        for parent in change.path.parents:
+            found = by_path.get(parent)
+            if found is not None and _creates_dir(found):
+                wanted.setdefault(parent, found)
+    return sorted(wanted.values(), key=lambda c: c.path.parts)
+
+
+def _creates_dir(change: Change) -> bool:
+    if change.kind is Kind.ADDED:
+        return True
+    return change.kind is Kind.REPLACED and change.old_type is not EntryType.DIR
+
+
+def _under(path: Path | str, roots: set[str]) -> bool:
+    """Whether a proper ancestor of ``path`` is in ``roots`` (strings: pathlib is slow here)."""
+    if not roots:
+        return False
+    text = str(path)
+    parent = os.path.dirname(text)
+    while parent != text:
+        if parent in roots:
+            return True
+        text, parent = parent, os.path.dirname(parent)
+    return False
+
+
+def layer_of(layers: Sequence[Layer], upper: Path) -> int:
+    text = str(upper)
+    for index, layer in enumerate(layers):
+        root = str(layer.upper)
+        if text == root or text.startswith(root.rstrip("/") + "/"):
+            return index
+    raise ValueError(f"{upper} is in no layer")
+
+
+def step_for(layers: Sequence[Layer], change: Change) -> Step:
+    if change.kind is Kind.DELETED:
+        action = "remove"
+    elif change.new_type is EntryType.DIR:
+        action = "dir"
+    else:
+        action = "write"
+    return Step(action, layer_of(layers, change.upper), str(change.path), str(change.upper))
+
+
+def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
+    step = step_for(ctx.layers, change)
+    real = ctx.real_at(change)
+    hidden = _under(change.path, ctx.hiding)
+    reason = None if ctx.force or real is None else conflict(change, step.action, hidden, *real)
+    if reason is not None:
+        plan.conflicts.append(PathIssue(change.path, reason))
+        ctx.blocked.add(str(change.path))
+        return
+    plan.steps.append(step)
+    if step.action == "dir" and real is not None and (change.opaque or
+                                                      _under(change.path, ctx.opaque)):
+        _plan_prune(plan, ctx, step, change, *real)
+
+
+def conflict(change: Change, action: str, hidden: bool, dir_fd: int, name: str) -> str | None:
+    """Why committing ``change`` would overwrite work done outside the sandbox, if it would.
+
+    ``hidden``: an added or replaced parent directory hid the real entry from the
+    sandbox, so its existence alone is no sign that someone else created it.
+    """
+    rst = lstat_at(dir_fd, name)
+    if rst is None or (action == "dir" and stat.S_ISDIR(rst.st_mode)):
+        return None
+    if action != "remove" and _already_applied(change, rst, dir_fd, name):
+        return None
+    if change.kind is Kind.ADDED and not hidden:
+        return "created outside the sandbox after the sandbox created it"
+    if changed_since(dir_fd, name, birth_ns(AT_FDCWD, str(change.upper))):
+        return "changed outside the sandbox after the sandbox " + (
+            "deleted it" if action == "remove" else "copied it")
+    return None
+
+
+def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str) -> bool:
+    ust = os.lstat(change.upper)
+    if ust.st_mode != rst.st_mode:
+        return False
+    return same_content(change.upper, ust, Path(proc_path(dir_fd, name)), rst)
+
+
+def changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
+    """True when ``name`` or anything below it has a ctime after ``since_ns``."""
+    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+
+
+def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: int,
+                name: str) -> None:
+    """Remove the real entries an opaque directory hides (those absent from upper)."""
+    since = birth_ns(AT_FDCWD, str(change.upper))
+    try:
+        fd = open_dir_at(dir_fd, name, change.path.parent)
+    except OSError:
+        return  # no real directory there: nothing hidden to remove
+    try:
+        for child in sorted(set(os.listdir(fd)) - _live_names(change.upper)):
+            _prune_one(plan, ctx, step, change, fd, child, since)
+    finally:
+        os.close(fd)
+
+
+def _prune_one(plan: Plan, ctx: _Context, step: Step, change: Change, fd: int, child: str,
+               since: int) -> None:
+    path = change.path / child
+    if ctx.excluded(path):
+        plan.skipped.append(path)
+        plan.incomplete.add(change.path)
+    elif not ctx.force and changed_since(fd, child, since):
+        plan.conflicts.append(PathIssue(path, "changed outside the sandbox after the sandbox "
+                                              "replaced its directory"))
+        plan.incomplete.add(change.path)
+    else:
+        plan.steps.append(Step("remove", step.layer, str(path), None))
+
+
+def _live_names(upper: Path) -> set[str]:
+    names = set()
+    for entry in os.scandir(upper):
+        if not is_whiteout(Path(entry.path), entry.stat(follow_symlinks=False)):
+            names.add(entry.name)
+    return names
+
+
+def _hold_opaque(plan: Plan, all_changes: list[Change], opaque: set[str]) -> Plan:
+    """Keep upper copies inside an opaque directory that is not wholly committed.
+
+    Moving a child out of such a directory would make the overlay hide its real
+    copy: the sandbox's view must not change under a partial commit.
+    """
+    if not opaque:
+        return plan
+    stepped = {s.path for s in plan.steps}
+    unfinished = {str(c.path) for c in all_changes} - stepped
+    unfinished |= {str(p) for p in plan.incomplete}
+    held = {a for u in unfinished for a in _self_and_ancestors(u) if a in opaque}
+    if held:
+        plan.steps = [_keep(s, held) for s in plan.steps]
+    return plan
+
+
+def _self_and_ancestors(text: str) -> Iterator[str]:
+    yield text
+    parent = os.path.dirname(text)
+    while parent != text:
+        yield parent
+        text, parent = parent, os.path.dirname(parent)
+
+
+def _keep(step: Step, held: set[str]) -> Step:
+    if step.upper is not None and (step.path in held or _under(step.path, held)):
+        return replace(step, keep_upper=True)
+    return step

@@ -1,0 +1,166 @@
+"""Filesystem operations through directory file descriptors, never through symlinks.
+
+Commit and discard write into trees that a sandboxed program shaped: any path
+component may have become a symlink pointing elsewhere. Every directory is
+therefore opened one component at a time with ``O_NOFOLLOW | O_DIRECTORY`` and
+every operation names an entry relative to its parent's descriptor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
+
+
+class UnsafePath(OSError):
+    """A path component is a symlink (or not a directory) where a directory is needed."""
+
+
+class DirChain:
+    """Directory descriptors below one root, opened without following symlinks.
+
+    Callers visit paths in sorted order, so the open descriptors form a stack
+    (the ancestors of the current path) and at most ``depth`` stay open.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._stack: list[tuple[tuple[str, ...], int]] = []
+
+    def __enter__(self) -> DirChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.forget(())
+
+    def fd(self, parts: tuple[str, ...]) -> int:
+        """A descriptor for ``root/parts``; raises :class:`UnsafePath` at a symlink."""
+        while self._stack and self._stack[-1][0] != parts[: len(self._stack[-1][0])]:
+            os.close(self._stack.pop()[1])
+        if not self._stack:
+            root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self._stack.append(((), root_fd))
+        while len(self._stack[-1][0]) < len(parts):
+            done, parent = self._stack[-1]
+            name = parts[len(done)]
+            self._stack.append((done + (name,), open_dir_at(parent, name, self.root / Path(*done))))
+        return self._stack[-1][1]
+
+    def forget(self, parts: tuple[str, ...]) -> None:
+        """Close descriptors at or below ``parts`` (it was replaced or removed)."""
+        while self._stack and self._stack[-1][0][: len(parts)] == parts:
+            os.close(self._stack.pop()[1])
+
+
+def rel_parts(root: Path | str, path: str) -> tuple[str, ...]:
+    """``path`` relative to ``root`` as components (string work: pathlib is slow here)."""
+    prefix = str(root).rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path} is not below {root}")
+    return tuple(path[len(prefix):].split("/"))
+
+
+def open_dir_at(parent_fd: int, name: str, where: Path) -> int:
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(exc.errno, f"{where / name} is not a directory (a symlink is never "
+                                        "followed)") from None
+        raise
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def proc_path(dir_fd: int, name: str) -> str:
+    """A path naming ``name`` in ``dir_fd`` for calls that lack a ``dir_fd`` argument."""
+    return f"/proc/self/fd/{dir_fd}/{name}"
+
+
+def remove_at(dir_fd: int, name: str) -> None:
+    """Remove a file, symlink or whole directory tree, never following symlinks."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except IsADirectoryError:
+        _rmtree_at(dir_fd, name)
+    except PermissionError:
+        st = lstat_at(dir_fd, name)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            raise
+        _rmtree_at(dir_fd, name)
+
+
+def _rmtree_at(parent_fd: int, name: str) -> None:
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        _make_writable(fd)
+        for child in os.listdir(fd):
+            remove_at(fd, child)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def _make_writable(fd: int) -> None:
+    # Copied-up or agent-made directories may be read-only; their contents can still go.
+    mode = os.fstat(fd).st_mode
+    if mode & 0o700 != 0o700:
+        os.fchmod(fd, stat.S_IMODE(mode) | 0o700)
+
+
+def walk_stats(dir_fd: int, name: str) -> Iterator[os.stat_result]:
+    """The lstat of ``name`` and, for a directory, of everything below it."""
+    st = lstat_at(dir_fd, name)
+    if st is None:
+        return
+    yield st
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        for child in os.listdir(fd):
+            yield from walk_stats(fd, child)
+    finally:
+        os.close(fd)
+
+
+def overlay_xattrs(dir_fd: int, name: str) -> list[str]:
+    try:
+        names = os.listxattr(proc_path(dir_fd, name), follow_symlinks=False)
+    except OSError:
+        return []
+    return [n for n in names if n.startswith(OVERLAY_XATTR_PREFIXES)]
+
+
+def strip_overlay_xattrs(dir_fd: int, name: str, found: list[str]) -> None:
+    for attr in found:
+        try:
+            os.removexattr(proc_path(dir_fd, name), attr, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno != errno.ENODATA:
+                raise
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def syncfs(fd: int) -> None:
+    """Flush the filesystem holding ``fd`` (``os.sync()`` where syncfs is missing)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    func = getattr(_libc, "syncfs", None)
+    if func is None or func(fd) != 0:
+        os.sync()
