@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from manager import __version__
 from manager.errors import WorkspaceError
 
-COMMANDS = ("run", "status", "sessions", "doctor", "gc", "config",
-            "reset", "budget", "checkpoint", "checkpoints", "rewind")
-_ALL = (
-    "run", "status", "diff", "commit", "discard", "sessions",
-    "doctor", "gc", "config",
+COMMANDS = (
+    "run", "status", "diff", "commit", "discard", "sessions", "doctor", "gc", "config",
+    "reset", "budget", "checkpoint", "checkpoints", "rewind",
 )
 
 

@@ -176,3 +176,67 @@ def test_environment_is_preserved(ws, engine_name: str):
                            'printf %s "$WS_PROBE"'], env=env, capture_output=True, text=True,
                           cwd=os.environ["HOME"])
     assert proc.stdout == "value with spaces"
+
+
+def test_commit_applies_and_the_sandbox_goes_on(ws, project: Path, engine_name: str):
+    (project / "old.txt").write_text("old\n")
+    ws("run", "--", "sh", "-c", "mkdir -p src && echo new > src/a.txt && rm old.txt "
+       "&& echo more >> README.txt && chmod +x src/a.txt", check=True)
+    ws("commit", check=True)
+    assert (project / "src/a.txt").read_text() == "new\n"
+    assert os.access(project / "src/a.txt", os.X_OK)
+    assert not (project / "old.txt").exists()
+    assert (project / "README.txt").read_text() == "hello\nmore\n"
+    assert status(ws) == {}
+    out = ws("run", "--", "sh", "-c", "cat src/a.txt && echo again >> src/a.txt", check=True)
+    assert out.stdout == "new\n"
+    assert status(ws) == {str(project / "src/a.txt"): "modified"}
+
+
+def test_commit_named_paths_only(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "echo 1 > one && echo 2 > two", check=True)
+    ws("commit", str(project / "one"), check=True)
+    assert (project / "one").exists() and not (project / "two").exists()
+    assert status(ws) == {str(project / "two"): "added"}
+
+
+def test_conflict_is_reported_and_left_alone_unless_forced(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "echo sandbox >> README.txt", check=True)
+    time.sleep(0.05)
+    (project / "README.txt").write_text("edited for real\n")
+    proc = ws("commit", "--json")
+    assert proc.returncode == 1
+    assert [c["path"] for c in json.loads(proc.stdout)["conflicts"]] == [str(project / "README.txt")]
+    assert (project / "README.txt").read_text() == "edited for real\n"
+    ws("commit", "--force", check=True)
+    assert (project / "README.txt").read_text() == "hello\nsandbox\n"
+
+
+def test_discard_all_or_some(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "echo 1 > one && echo 2 > two && rm README.txt", check=True)
+    assert ws("discard", "one").returncode == 1  # --yes is required
+    ws("discard", "--yes", str(project / "one"), check=True)
+    assert set(status(ws)) == {str(project / "two"), str(project / "README.txt")}
+    ws("discard", "--yes", check=True)
+    assert status(ws) == {}
+    assert ws("run", "--", "cat", "README.txt", check=True).stdout == "hello\n"
+
+
+def test_diff_shows_unified_text(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "echo world >> README.txt", check=True)
+    out = ws("diff", check=True).stdout
+    assert "--- a/README.txt" in out and "+world" in out
+
+
+def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, engine_name: str):
+    ready = tmp_path / "ready"
+    runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
+                               f"echo x > busy; touch {ready}; sleep 20"], cwd=project)
+    try:
+        _wait_for_any(tmp_path / "state", ready.name)
+        proc = ws("commit")
+        assert proc.returncode == 1 and "busy" in proc.stderr
+        assert not (project / "busy").exists()
+    finally:
+        runner.kill()
+        runner.wait()

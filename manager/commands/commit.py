@@ -1,0 +1,58 @@
+"""``workspace commit``: apply pending changes to the real filesystem."""
+
+from __future__ import annotations
+
+import argparse
+
+from manager import apply
+from manager import paths
+from manager import review
+from manager import store
+from manager import ui
+from manager.commands.common import json_arg
+from manager.commands.common import session_args
+from manager.context import Context
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("commit", help="apply pending changes (all, or the named paths)",
+                       description="Apply the session's changes to the real filesystem. A path "
+                                   "whose real file changed since the sandbox copied it is a "
+                                   "conflict: reported and left pending unless --force.")
+    session_args(p)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
+    p.add_argument("--force", action="store_true", help="overwrite conflicting real files")
+    json_arg(p)
+    p.set_defaults(func=commit)
+
+
+def commit(args: argparse.Namespace) -> int:
+    ctx = Context.load(args.project)
+    session = ctx.session(args.session)
+    engine = ctx.engine(session)
+    exclude = [*ctx.config["exclude"], str(paths.state_home())]
+    with store.lock(session, timeout=10):
+        engine.release(session)
+        result = apply.commit(session.dir, engine.layers(session), session.project_path,
+                              review.resolve_paths(ctx, args.paths), force=args.force,
+                              exclude=exclude)
+    if args.json:
+        ui.dump_json(result.as_json())
+    else:
+        _report(result, session.project_path)
+    return 0 if result.ok else 1
+
+
+def _report(result: apply.CommitResult, project: object) -> None:
+    for path in result.resumed:
+        ui.out(f"finished from an interrupted commit: {path}")
+    ui.out(f"committed {len(result.applied)} path(s)")
+    for path in result.skipped:
+        ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))
+    for issue in result.conflicts:
+        ui.err(ui.paint(f"  conflict: {issue.path}: {issue.reason}", "red"))
+    for issue in result.errors:
+        ui.err(ui.paint(f"  error: {issue.path}: {issue.reason}", "red"))
+    if result.conflicts:
+        ui.err("conflicting paths were left pending: review them with `workspace diff PATH`, "
+               "then `workspace commit --force PATH` to overwrite, or discard them")

@@ -1,0 +1,40 @@
+"""``workspace discard``: drop pending changes (all, or the named paths)."""
+
+from __future__ import annotations
+
+import argparse
+
+from manager import apply
+from manager import review
+from manager import store
+from manager import ui
+from manager.commands.common import json_arg
+from manager.commands.common import session_args
+from manager.context import Context
+from manager.errors import WorkspaceError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("discard", help="drop pending changes for good")
+    session_args(p)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
+    p.add_argument("--yes", action="store_true", help="really drop them (required)")
+    json_arg(p)
+    p.set_defaults(func=discard)
+
+
+def discard(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise WorkspaceError("discard drops changes for good", hint="add --yes to confirm")
+    ctx = Context.load(args.project)
+    session = ctx.session(args.session)
+    engine = ctx.engine(session)
+    with store.lock(session, timeout=10):
+        engine.release(session)
+        dropped = apply.discard(session.dir, engine.layers(session), session.project_path,
+                                review.resolve_paths(ctx, args.paths))
+    if args.json:
+        ui.dump_json({"discarded": [c.as_json() for c in dropped]})
+    else:
+        ui.out(f"discarded {len(dropped)} change(s)")
+    return 0
