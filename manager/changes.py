@@ -16,14 +16,14 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 WHITEOUT_XATTRS = ("trusted.overlay.whiteout", "user.overlay.whiteout")
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     ADDED = "added"          # no real entry; the upper entry is new
     MODIFIED = "modified"    # same type, different content (or link target)
     MODE = "mode"            # same type and content, different permissions
@@ -31,7 +31,7 @@ class Kind(str, Enum):
     REPLACED = "replaced"    # type changed, or an opaque directory over a real one
 
 
-class EntryType(str, Enum):
+class EntryType(StrEnum):
     DIR = "dir"
     FILE = "file"
     SYMLINK = "symlink"

@@ -39,10 +39,7 @@ class Target:
 def for_hook(session_id: str, cwd: str | None) -> Target:
     """The hook payload's session: the workspace session of that id, else the project at ``cwd``."""
     session = store.load(session_id) if store.exists(session_id) else None
-    if session is not None:
-        project = session.project_path
-    else:
-        project = find_project(Path(cwd or ".").resolve())
+    project = session.project_path if session is not None else find_project(Path(cwd or ".").resolve())
     return _make(session_id, Context.load(str(project)), session)
 
 

@@ -113,7 +113,8 @@ def load(session_id: str) -> Session:
 def _from_dict(raw: Any, path: Path) -> Session:
     names = {f.name for f in fields(Session)}
     if not isinstance(raw, dict) or not {"id", "project", "engine"} <= raw.keys():
-        raise StateError(f"session record {path} is malformed (missing id/project/engine); nothing was changed")
+        raise StateError(
+            f"session record {path} is malformed (missing id/project/engine); nothing was changed")
     try:
         return Session(**{k: v for k, v in raw.items() if k in names})
     except TypeError as exc:

@@ -95,29 +95,37 @@ class Builder:
         if error:
             raise RuntimeError(f"cannot overlay {directory}: {error}")
         for name in entries:
-            self.entry(os.path.join(directory, name))
+            with contextlib.suppress(FileNotFoundError):
+                self.entry(os.path.join(directory, name))
 
     def fill_skeleton(self, directory: str, skeleton: Path) -> list[str]:
         subdirs = []
         for name in sorted(os.listdir(directory)):
-            real, copy = os.path.join(directory, name), skeleton / name
-            if os.path.islink(real):
-                copy.unlink(missing_ok=True)
-                os.symlink(os.readlink(real), copy)
-            elif os.path.isdir(real):
-                copy.mkdir(exist_ok=True)
-                os.chmod(copy, os.stat(real).st_mode & 0o7777)
-                subdirs.append(name)
-            elif os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT \
-                    and _copy(real, copy):
-                continue
-            else:
-                # Sockets, fifos, devices and large files: bound over a placeholder
-                # once the level is mounted (large files read-only).
-                copy.touch()
-                self.binds.append(real)
+            try:
+                if self.skeleton_entry(os.path.join(directory, name), skeleton / name):
+                    subdirs.append(name)
+            except FileNotFoundError:
+                continue  # removed while we looked (other processes keep working)
         os.chmod(skeleton, os.stat(directory).st_mode & 0o7777)
         return subdirs
+
+    def skeleton_entry(self, real: str, copy: Path) -> bool:
+        """Mirror one entry into the skeleton; True for a directory to overlay next."""
+        if os.path.islink(real):
+            copy.unlink(missing_ok=True)
+            os.symlink(os.readlink(real), copy)
+            return False
+        if os.path.isdir(real):
+            copy.mkdir(exist_ok=True)
+            os.chmod(copy, os.stat(real).st_mode & 0o7777)
+            return True
+        if not (os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT
+                and _copy(real, copy)):
+            # Sockets, fifos, devices and large files: bound over a placeholder
+            # once the level is mounted (large files read-only).
+            copy.touch()
+            self.binds.append(real)
+        return False
 
     def bind_files(self) -> None:
         for real in self.binds:
