@@ -144,7 +144,7 @@ def holder_pid(sandbox: Path) -> int | None:
     try:
         pid_text, start = (sandbox / HOLDER_PID).read_text().split()
         pid = int(pid_text)
-        return pid if _start_time(pid) == start else None
+        return pid if _start_time(pid) == start and not _is_zombie(pid) else None
     except (OSError, ValueError):
         return None
 

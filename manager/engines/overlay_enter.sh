@@ -26,7 +26,10 @@ fallback() {
 
 read -r pid start 2>/dev/null <"$S/holder.pid" || fallback
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
-[[ ${st[21]} == "$start" ]] || fallback
+[[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback
+# Hold the namespaces and the root open, so a holder dying from here on cannot
+# make the call fail half-way.
+{ exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback
 : >"$S/last-used"
 
 if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
@@ -34,7 +37,8 @@ if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
 # In the holder's user and mount namespaces (root and cwd are the overlay's),
 # a fresh pid namespace per call: when this process dies, however it dies,
 # --kill-child takes the call's whole process tree with it.
-exec nsenter -t "$pid" -U -m -r -w -- \
+exec nsenter --user=/proc/self/fd/95 --mount=/proc/self/fd/96 \
+    --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
     unshare --pid --fork --kill-child --mount-proc --propagation unchanged -- \
     /bin/bash -c '
 if ! cd -- "$1" 2>/dev/null; then

@@ -213,7 +213,7 @@ def others_in_namespace() -> bool:
 
 def wait(session_fd: int, idle_seconds: float) -> None:
     while True:
-        time.sleep(POLL_SECONDS)
+        time.sleep(min(POLL_SECONDS, max(idle_seconds / 2, 0.5)))
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
