@@ -33,6 +33,7 @@ ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
 HOLDER_PID = "holder.pid"
 READY_TIMEOUT = 20.0
+NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
 TOOLS = ("unshare", "nsenter", "mount")
 
 
@@ -94,7 +95,12 @@ class OverlayEngine:
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
-        return procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+        status = procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+        if status == NOT_ENTERED and holder_pid(session.sandbox) is None:
+            # The holder died between prepare and entry; the command never ran.
+            self.prepare(session)
+            status = procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+        return status
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return ["/bin/bash", str(ENTER_SCRIPT), str(session.sandbox), session.id,
@@ -144,7 +150,8 @@ def holder_pid(sandbox: Path) -> int | None:
     try:
         pid_text, start = (sandbox / HOLDER_PID).read_text().split()
         pid = int(pid_text)
-        return pid if _start_time(pid) == start and not _is_zombie(pid) else None
+        alive = _start_time(pid) == start and not _is_zombie(pid)
+        return pid if alive and os.path.exists(f"/proc/{pid}/ns/mnt") else None
     except (OSError, ValueError):
         return None
 
