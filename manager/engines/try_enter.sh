@@ -26,7 +26,8 @@
 #   to ws/try.log, the command gets the caller's stderr back through fd 98, and
 #   the log is shown only when try failed before the command started.
 # - try's own process tree does not die with its caller: a pid namespace with
-#   --kill-child around it does (SIGKILL of the caller included).
+#   --kill-child around it does (SIGKILL of the caller included). Unprivileged,
+#   that takes a user namespace, and try nests its own inside it.
 # Exit 125: the sandbox could not be entered; otherwise the command's status.
 S=$1 SESSION=$2 PY=$3 TRY=$4 FLAG=$5 CWD=${6:-$PWD} OUT=$7 CMD=$8
 WS=$S/ws
@@ -45,9 +46,19 @@ if ! flock -w 2 9; then
     echo "workspace: waiting for another command in this try sandbox (try runs one at a time)" >&2
     flock 9 || exit 125
 fi
-# Debris of a call that died: try refuses a temproot holding anything but directories.
-find "$S/temproot" -xdev -mindepth 1 -depth ! -type d -delete 2>/dev/null
-find "$WS/tmp" -mindepth 1 -delete 2>/dev/null
+# Debris of a call that died: try refuses a temproot holding anything but
+# directories. Looked for in-process (globstar does not follow symlinks), so
+# the usual clean case costs no extra process.
+shopt -s globstar dotglob nullglob
+for f in "$S"/temproot/**; do
+    if [[ -L $f || ! -d $f ]]; then
+        find "$S/temproot" -xdev -mindepth 1 -depth ! -type d -delete 2>/dev/null
+        break
+    fi
+done
+leftovers=("$WS"/tmp/*)
+(( ${#leftovers[@]} )) && rm -rf -- "${leftovers[@]}"
+shopt -u globstar dotglob nullglob
 : >"$WS/last-used"
 if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
 exec 96>"$WS/started" 98>&2 || exit 125
@@ -80,14 +91,26 @@ unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __
 )
 exit $?'
 
-# pid 1 of the new namespace: runs try, and reports try's own failures.
+# The one line try runs: in place when try's shell is bash (main, with
+# TRY_SHELL), else (v0.2.0 sources it with /bin/sh) in a bash of its own.
+LINE='if [ -n "$BASH_VERSION" ]; then eval "$__WS_INNER"; else exec /bin/bash -c "$__WS_INNER"; fi'
+
+# pid 1 of the new namespace (sh: starts fastest): runs try, reports try's own failures.
+# A pid namespace needs CAP_SYS_ADMIN: real root has it, others get it in a user namespace.
 cd / || exit 125
-exec unshare --user --map-root-user --pid --fork --kill-child -- /bin/bash -c '
-"$1" "$2" "$3" "exec /bin/bash -c \"\$__WS_INNER\"" 2>"$4/try.log"
-rc=$?
-if [[ ! -s $4/started ]]; then
-    echo "workspace: try failed before running the command (exit $rc):" >&2
-    tail -n 5 "$4/try.log" >&2
-    exit 125
-fi
-exit $rc' bash "$TRY" "$FLAG" "$S" "$WS"
+USERNS=(--user --map-root-user)
+(( EUID == 0 )) && USERNS=()
+# try v0.2.0 now and then fails to mount /tmp right after the previous call's
+# overlay went away (its scripts live there): it never started the command,
+# so running it again is safe.
+exec unshare "${USERNS[@]}" --pid --fork --kill-child -- /bin/sh -c '
+for attempt in 1 2 3; do
+    "$1" "$2" "$3" "$5" 2>"$4/try.log"
+    rc=$?
+    [ -s "$4/started" ] && exit $rc
+    find "$3/temproot" -xdev -mindepth 1 -depth ! -type d -delete 2>/dev/null
+    sleep 0.1
+done
+echo "workspace: try failed before running the command (exit $rc):" >&2
+tail -n 5 "$4/try.log" >&2
+exit 125' sh "$TRY" "$FLAG" "$S" "$WS" "$LINE"
