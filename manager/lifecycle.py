@@ -46,7 +46,8 @@ def describe(session: Session) -> dict[str, object]:
     state = {True: "active", False: "orphaned", None: "cli"}[alive]
     return {"id": session.id, "project": session.project, "engine": session.engine,
             "origin": session.origin, "created": session.created, "updated": session.updated,
-            "state": state, "current": current}
+            "state": state, "current": current, "engine_source": session.engine_source,
+            "notes": list(session.notes)}
 
 
 @dataclass

@@ -37,11 +37,13 @@ def status(args: argparse.Namespace) -> int:
 
 def as_json(session: Session, found: list[Change]) -> dict[str, object]:
     return {"session": session.id, "engine": session.engine, "project": session.project,
-            "changes": [c.as_json() for c in found]}
+            "notes": list(session.notes), "changes": [c.as_json() for c in found]}
 
 
 def show(session: Session, found: list[Change]) -> None:
     ui.out(f"session {ui.paint(session.id, 'bold')} ({session.engine}) in {session.project}")
+    for note in session.notes:
+        ui.out(ui.paint(f"  note: {note}", "dim"))
     inside = [c for c in found if c.in_project]
     outside = [c for c in found if not c.in_project]
     if not found:

@@ -1,0 +1,186 @@
+"""Finding binpash/try, reading its interface, and what it needs from the host.
+
+The interface is read from ``try -h``, not ``try -v``: the tagged v0.2.0
+release takes ``-D DIR`` and the main branch ``-N DIR`` (and gives ``-i`` a new
+meaning), yet both report version 0.2.0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from manager.engines import overlay_probe
+from manager.engines.base import Check
+
+INSTALL_HINT = ("install binpash/try (https://github.com/binpash/try): put its `try` script "
+                "on PATH, or set try.path (`workspace config`)")
+FORMS = {"-N": "main branch: -N DIR", "-D": "v0.2.0: -D DIR"}
+_DIR_FLAG = re.compile(r"^\s*(-[ND]) DIR\b", re.MULTILINE)
+_VERSION = re.compile(r"version\s+(\S+)")
+PROBE_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class TryInfo:
+    path: str
+    flag: str          # "-N" or "-D": work in DIR, without committing
+    version: str
+    mtime_ns: int
+    size: int
+
+    @property
+    def form(self) -> str:
+        return FORMS[self.flag]
+
+
+def find(configured: str) -> Path | None:
+    """``try.path`` when set, else ``try`` on PATH."""
+    if configured:
+        path = Path(configured).expanduser()
+        return path if os.access(path, os.X_OK) and path.is_file() else None
+    found = shutil.which("try")
+    return Path(found) if found else None
+
+
+def parse_usage(text: str) -> str | None:
+    """``-N`` or ``-D`` from ``try -h`` output; None when it names neither."""
+    match = _DIR_FLAG.search(text)
+    return match.group(1) if match else None
+
+
+def parse_version(text: str) -> str:
+    match = _VERSION.search(text)
+    return match.group(1) if match else "unknown"
+
+
+def _run_try(path: Path, arg: str) -> str:
+    # try creates mktemp files before it parses its options and leaves them: keep them here.
+    with tempfile.TemporaryDirectory(prefix="workspace-try-") as tmp:
+        env = dict(os.environ, TMPDIR=tmp)
+        proc = subprocess.run([str(path), arg], capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT)
+    return proc.stdout + proc.stderr
+
+
+class TryError(Exception):
+    """try is present but unusable; the message says why."""
+
+
+def inspect(path: Path) -> TryInfo:
+    st = path.stat()
+    try:
+        usage = _run_try(path, "-h")
+        version = parse_version(_run_try(path, "-v"))
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TryError(f"{path} does not run: {exc}") from exc
+    flag = parse_usage(usage)
+    if flag is None:
+        raise TryError(f"{path} (version {version}) takes neither -N DIR nor -D DIR")
+    return TryInfo(str(path), flag, version, st.st_mtime_ns, st.st_size)
+
+
+def cached(path: Path, cache: Path) -> TryInfo:
+    """``inspect`` remembered in ``cache`` until the script changes (path, mtime, size)."""
+    st = path.stat()
+    try:
+        info = TryInfo(**json.loads(cache.read_text()))
+        if (info.path, info.mtime_ns, info.size) == (str(path), st.st_mtime_ns, st.st_size):
+            return info
+    except (OSError, ValueError, TypeError):
+        pass
+    info = inspect(path)
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(asdict(info)))
+    os.replace(tmp, cache)
+    return info
+
+
+# -- doctor -------------------------------------------------------------------
+
+def checks(configured: str) -> list[Check]:
+    path = find(configured)
+    where = f"try.path={configured}" if configured else "PATH"
+    if path is None:
+        return [Check("try installed", False, f"not found on {where}", INSTALL_HINT)]
+    result = [Check("try installed", True, str(path))]
+    try:
+        info = inspect(path)
+    except TryError as exc:
+        result.append(Check("try interface", False, str(exc),
+                            "install try v0.2.0 or the main branch of binpash/try"))
+        return result
+    result.append(Check("try version", True, info.version))
+    result.append(Check("try interface", True, info.form))
+    result.extend(_tools(path, info))
+    result.extend([overlay_probe._kernel(), overlay_probe._userns()])
+    if all(c.ok for c in result):
+        result.append(trial(info))
+    return result
+
+
+def _tools(path: Path, info: TryInfo) -> list[Check]:
+    needed = {"unshare": "util-linux", "flock": "util-linux", "find": "findutils"}
+    if info.flag == "-D":
+        needed["findmnt"] = "util-linux"  # v0.2.0 refuses to run without it
+    if _needs_getfattr(path):
+        needed["getfattr"] = "attr"  # try summary/commit read opaque directories with it
+    found = []
+    for tool, package in needed.items():
+        where = shutil.which(tool)
+        found.append(Check(f"{tool} installed", where is not None, where or "not found",
+                           "" if where else f"install {package}"))
+    return found
+
+
+def _needs_getfattr(path: Path) -> bool:
+    try:
+        uses = "getfattr" in path.read_text(errors="replace")
+    except OSError:
+        return False
+    return uses and shutil.which("try-summary") is None
+
+
+def trial(info: TryInfo) -> Check:
+    """One call through our entry in a scratch sandbox: kernel, namespaces, overlay, try."""
+    from manager.engines import tryengine
+
+    name = f"workspace-try-probe-{secrets.token_hex(4)}"
+    with tempfile.TemporaryDirectory(prefix="workspace-try-probe-") as tmp:
+        sandbox = Path(tmp)
+        tryengine.make_layout(sandbox)
+        argv = tryengine.entry_command(sandbox, "probe", info, "/", None,
+                                       f"echo ok > /tmp/{name} && cat /tmp/{name}")
+        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, env=env,
+                                  stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return Check("trial run", False, f"no answer within {PROBE_TIMEOUT:.0f} s",
+                         "run `try -n true` by hand to see where it hangs")
+        held = (sandbox / "upperdir/tmp" / name).exists()
+        leaked = Path("/tmp", name).exists()
+        if leaked:
+            Path("/tmp", name).unlink()
+        tryengine.remove_tree(sandbox)
+    ok = proc.returncode == 0 and proc.stdout == "ok\n" and held and not leaked
+    detail = "works" if ok else (proc.stderr.strip() or f"exit {proc.returncode}")[-300:]
+    return Check("trial run in a scratch sandbox", ok, detail, "" if ok else _trial_fix(detail))
+
+
+def _trial_fix(detail: str) -> str:
+    if "overlay" in detail or "mount" in detail:
+        return ("overlayfs must mount inside a user namespace (Linux >= 5.11, modprobe overlay); "
+                "or use engine overlay, podman or docker")
+    if "unshare" in detail or "Operation not permitted" in detail:
+        return ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)")
+    return "run `try -n true` by hand to see what fails; or use another engine"

@@ -1,0 +1,167 @@
+"""The try engine: binpash/try runs each command over the session's sandbox.
+
+The session's sandbox directory is try's ``DIR``, reused across calls, so
+``try summary DIR`` and ``try commit DIR`` work on it and our change model reads
+its ``upperdir/``. Our own files live in ``DIR/ws/``. Every call goes through
+``try_enter.sh`` (see there why calls on one sandbox run one at a time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+from manager.changes import Layer
+from manager.config import Config
+from manager.engines import procs
+from manager.engines import try_probe
+from manager.engines.base import Check
+from manager.engines.base import RunRequest
+from manager.engines.try_probe import TryInfo
+from manager.errors import EngineUnavailable
+from manager.errors import WorkspaceError
+from manager.store import Session
+
+ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
+OURS = "ws"                 # our files inside try's DIR
+INFO_CACHE = "try.json"     # the detected try, until the script changes
+LOCK = "lock"               # held by each call for its whole run
+
+
+class TryEngine:
+    name = "try"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    # -- availability -------------------------------------------------------
+
+    def health_check(self) -> str | None:
+        failed = [c for c in self.checks() if not c.ok]
+        return f"{failed[0].detail} (fix: {failed[0].fix})" if failed else None
+
+    def checks(self) -> list[Check]:
+        return try_probe.checks(self.config["try.path"])
+
+    # -- sandbox ------------------------------------------------------------
+
+    def layers(self, session: Session) -> list[Layer]:
+        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"),
+                      scaffold=scaffold())]
+
+    def prepare(self, session: Session) -> None:
+        make_layout(session.sandbox)
+        self._info(session)
+
+    def run(self, session: Session, request: RunRequest) -> int:
+        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
+        return procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+
+    def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
+        return entry_command(session.sandbox, session.id, self._info(session), request.cwd,
+                             request.cwd_out, request.command)
+
+    def release(self, session: Session) -> None:
+        # try keeps nothing running between calls; a call in flight holds the lock.
+        if busy(session.sandbox):
+            raise WorkspaceError(
+                f"a command is still running in session {session.id}",
+                hint="wait for it to finish (or stop it), then try again",
+            )
+
+    def destroy(self, session: Session) -> None:
+        self.release(session)
+        if session.sandbox.exists():
+            remove_tree(session.sandbox)
+
+    def _info(self, session: Session) -> TryInfo:
+        path = try_probe.find(self.config["try.path"])
+        if path is None:
+            raise EngineUnavailable("try is not installed here", hint=try_probe.INSTALL_HINT)
+        try:
+            return try_probe.cached(path, session.sandbox / OURS / INFO_CACHE)
+        except try_probe.TryError as exc:
+            raise EngineUnavailable(str(exc), hint="run `workspace doctor --engine try`") from exc
+
+
+def make_layout(sandbox: Path) -> None:
+    """try's DIR (idempotent); try would make the rest, but ``ws/tmp`` marks it prepared."""
+    for sub in ("upperdir", "workdir", "temproot", f"{OURS}/tmp"):
+        (sandbox / sub).mkdir(parents=True, exist_ok=True)
+
+
+def entry_command(sandbox: Path, session_id: str, info: TryInfo, cwd: str,
+                  cwd_out: Path | None, command: str) -> list[str]:
+    return ["/bin/bash", str(ENTER_SCRIPT), str(sandbox), session_id, sys.executable,
+            info.path, info.flag, cwd, str(cwd_out or ""), command]
+
+
+def busy(sandbox: Path) -> bool:
+    """Whether a call holds the sandbox's lock right now."""
+    try:
+        fd = os.open(sandbox / OURS / LOCK, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    finally:
+        os.close(fd)
+    return False
+
+
+def scaffold() -> frozenset[str]:
+    """Directories try makes in the upper layer for its mounts (modes may differ: v0.2.0)."""
+    found = set()
+    for path in (*_top_level_dirs(), *_mount_points()):
+        found.add(path)
+        found.update(str(p) for p in Path(path).parents if str(p) != "/")
+    return frozenset(found)
+
+
+def _top_level_dirs() -> list[str]:
+    # Symlinks too: v0.2.0 makes a directory for /bin -> usr/bin and mounts over it.
+    with os.scandir("/") as entries:
+        return [f"/{e.name}" for e in entries if e.is_dir()]
+
+
+def _mount_points() -> list[str]:
+    # try v0.2.0 also mounts every real mount point (findmnt --real).
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        target = line.split()[4].replace("\\040", " ")
+        if target != "/":
+            found.append(target)
+    return found
+
+
+def remove_tree(root: Path) -> None:
+    """rmtree that first opens up read-only directories (try copies modes up)."""
+
+    def retry(func: object, path: str, _exc: object) -> None:
+        parent = os.path.dirname(path)
+        with contextlib.suppress(OSError):
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+        if callable(func):
+            func(path)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=retry)
+    else:
+        shutil.rmtree(root, onerror=retry)
