@@ -101,10 +101,10 @@ sleeper=
 if [[ -n $T ]]; then sleep "$T" >/dev/null 2>&1 8>&- & sleeper=$!; fi
 
 killed=
-on_signal() { [[ -n $killed ]] || { killed=$1; kill_call "$1"; }; }
-trap 'on_signal TERM' TERM
-trap 'on_signal INT' INT
-trap 'on_signal HUP' HUP
+on_signal() { [[ -n $killed ]] || { killed=$1; kill_call "$2"; }; }
+trap 'on_signal 15 TERM' TERM
+trap 'on_signal 2 INT' INT
+trap 'on_signal 1 HUP' HUP
 
 timed_out=
 while :; do
@@ -113,11 +113,14 @@ while :; do
     [[ $who == "$client" || $rc == 127 ]] && break
     if [[ -n $sleeper && $who == "$sleeper" ]]; then
         timed_out=1 sleeper=
-        on_signal TERM
+        on_signal 15 TERM
     fi
     # else: a trapped signal interrupted wait; keep waiting for the client
 done
 [[ -n $sleeper ]] && kill "$sleeper" 2>/dev/null
+# A signalled client (callers such as Claude Code signal every descendant) exits 0
+# whatever the command did; the command itself died of the signal we passed on.
+[[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
 
 if [[ ! -e $mark ]]; then
     [[ -n $timed_out || -n $killed ]] || {
