@@ -288,7 +288,7 @@ def running_calls(sandbox: Path) -> list[str]:
     for entry in calls.iterdir():
         if entry.suffix == ".m":
             continue
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, IndexError):  # emptied: finished
             host_pid = int(entry.read_text().split()[1])
             if host_pid and Path(f"/proc/{host_pid}").exists():
                 busy.append(entry.name)

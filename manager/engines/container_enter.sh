@@ -74,7 +74,7 @@ kill_call() {
 exec 8> >( (trap '' INT TERM HUP QUIT
             read -r msg
             [[ $msg == done ]] || kill_call TERM
-            rm -f "$mark") <&0 >/dev/null 2>&1 3<&- & )
+            rm -f "$mark" "$S/calls/$id") <&0 >/dev/null 2>&1 3<&- & )
 
 # The call. Inside: mark the start, cd (a directory may exist only in the
 # upper layer), record the final cwd on exit, run the script with no

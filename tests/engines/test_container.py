@@ -212,8 +212,8 @@ def _dockerd_pid() -> int | None:
 def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
     if engine_name != "docker":
         pytest.skip("podman has no daemon")
-    if not (os.environ.get("CI") or os.environ.get("WORKSPACE_TEST_STOP_DOCKERD")):
-        pytest.skip("stops the host's dockerd: set WORKSPACE_TEST_STOP_DOCKERD=1 (CI does)")
+    if not (os.environ.get("CI") or os.environ.get("WS_TEST_STOP_DOCKERD")):
+        pytest.skip("stops the host's dockerd: set WS_TEST_STOP_DOCKERD=1 (CI does)")
     pid = _dockerd_pid()
     if pid is None or os.getuid() != 0:
         pytest.skip("needs root and one dockerd to stop")
