@@ -96,6 +96,9 @@ class ContainerEngine:
             yield
 
     def _start(self, session: Session) -> None:
+        if self.config["container.mount_home"]:
+            raise EngineUnavailable("container.mount_home is not implemented for podman/docker yet",
+                                    hint="unset it; only the project is overlaid")
         client = self.client()
         name = self.container_name(session)
         with self._engine_errors(session):
@@ -244,7 +247,8 @@ class PodmanEngine(ContainerEngine):
 
 
 def _mount_paths(session: Session) -> tuple[str, str, str, str]:
-    paths = (session.project, *(str(session.sandbox / d) for d in ("upper", "work", "calls")))
+    sandbox = session.sandbox
+    paths = (session.project, str(sandbox / "upper"), str(sandbox / "work"), str(sandbox / "calls"))
     for path in paths:
         if UNSAFE_PATH_CHARS & set(path):
             raise EngineUnavailable(
