@@ -38,7 +38,7 @@ SCHEMA: dict[str, Option] = {
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
     "try.path": Option(str, "", "path to binpash/try (default: found on PATH)"),
     "container.image": Option(str, "workspace-sandbox:latest", "image for podman/docker sessions"),
-    "container.network": Option(bool, True, "give container sessions network access"),
+    "container.network": Option(bool, False, "give container sessions network access (default: off)"),
     "container.memory": Option(str, "", "memory limit, e.g. 2g (empty: none)"),
     "container.pids": Option(int, 0, "process limit (0: none)"),
     "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),

@@ -104,5 +104,11 @@ if [ "${WORKSPACE_SKIP_IMAGES:-0}" = 1 ]; then
     say "images: skipped (WORKSPACE_SKIP_IMAGES=1)"
 else
     bash "$REPO/images/build.sh" --engine all
+    # What the podman/docker engines need, checked here so a broken engine fails setup, not tests.
+    for engine in docker podman; do
+        out=$("$engine" run --rm --pull never --network none workspace-sandbox:latest true 2>&1) \
+            || die "$engine cannot run the sandbox image: $out"
+    done
+    say "images: both engines run workspace-sandbox:latest"
 fi
 say "done"

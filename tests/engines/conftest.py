@@ -8,15 +8,19 @@ broken overlay engine is a failure.
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from manager import config
+from manager import store
 from manager.engines import registry
 from manager.errors import EngineUnavailable
 
-ENGINES = ["overlay", "try"]
+ENGINES = ["overlay", "try", "podman", "docker"]
 MAY_SKIP_IN_CI = {"try"}
+CONTAINER_ENGINES = {"podman", "docker"}
 
 
 def _unavailable(name: str) -> str | None:
@@ -27,7 +31,7 @@ def _unavailable(name: str) -> str | None:
 
 
 @pytest.fixture(params=ENGINES)
-def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name: str = request.param
     reason = _unavailable(name)
     if reason:
@@ -35,7 +39,20 @@ def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
             pytest.fail(f"engine {name} must run in CI: {reason}")
         pytest.skip(f"engine {name} unavailable here: {reason}")
     monkeypatch.setenv("WORKSPACE_ENGINE", name)
-    return name
+    yield name
+    if name in CONTAINER_ENGINES:
+        _remove_containers(name)
+
+
+def _remove_containers(cli: str) -> None:
+    """The test's session containers (one per session, reused across its calls)."""
+    sessions, _ = store.list_sessions()
+    for session in sessions:
+        label = f"label=org.workspace.session={session.id}"
+        ids = subprocess.run([cli, "ps", "-aq", "--filter", label],
+                             capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_timeout_kills_the_whole_tree(ws, tmp_path: Path, engine_name: str):
 def test_killing_the_caller_kills_the_tree(project: Path, tmp_path: Path, engine_name: str,
                                            signum: int):
     marker = f"ws-{uuid.uuid4().hex}"
-    ready = tmp_path / "ready"
+    ready = project / "ready"  # in the project: every engine's upper layer holds it
     caller = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                _spawner(marker, ready)], cwd=project)
     # The ready file is written inside the sandbox: look for it in the upper layer.

@@ -1,0 +1,60 @@
+"""``workspace image``: build the container engines' sandbox image, or show its state."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from manager import ui
+from manager.commands.common import json_arg
+from manager.context import Context
+from manager.engines import container_probe
+from manager.errors import WorkspaceError
+
+ENGINES = ("docker", "podman")
+# images/ sits next to the package in a checkout; an installed wheel does not carry it.
+IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("image", help="build or inspect the podman/docker sandbox image")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    build = verbs.add_parser("build", help="build the image locally (debootstrap; no registry)",
+                             description="Build workspace-sandbox:latest from images/ for "
+                                         "docker and/or podman. Needs root (debootstrap) the "
+                                         "first time; later runs reuse the cached rootfs.")
+    build.add_argument("--engine", choices=(*ENGINES, "all"), default="all")
+    build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.add_argument("--mirror", metavar="URL", help="Debian mirror for debootstrap")
+    build.set_defaults(func=build_image)
+    status = verbs.add_parser("status", help="is the sandbox image present in each engine")
+    status.add_argument("--project", metavar="DIR", help="project directory")
+    json_arg(status)
+    status.set_defaults(func=image_status)
+
+
+def build_image(args: argparse.Namespace) -> int:
+    script = IMAGES_DIR / "build.sh"
+    if not script.is_file():
+        raise WorkspaceError(f"{script} not found: the image definition ships with the source",
+                             hint="run this from a checkout of workspace")
+    argv = ["bash", str(script), "--engine", args.engine]
+    argv += ["--force"] if args.force else []
+    argv += ["--mirror", args.mirror] if args.mirror else []
+    rc = subprocess.call(argv)
+    if rc != 0:
+        raise WorkspaceError(f"image build failed (exit {rc}); its output is above")
+    return 0
+
+
+def image_status(args: argparse.Namespace) -> int:
+    image = Context.load(args.project).config["container.image"]
+    states = {cli: container_probe.quick_reason(cli, image) for cli in ENGINES}
+    if args.json:
+        ui.dump_json({"image": image, "engines": {cli: {"ok": reason is None, "reason": reason}
+                                                  for cli, reason in states.items()}})
+    else:
+        for cli, reason in states.items():
+            ui.out(f"{cli}: {image} present" if reason is None else f"{cli}: {reason}")
+    return 0 if any(reason is None for reason in states.values()) else 1

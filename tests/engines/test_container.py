@@ -1,0 +1,239 @@
+"""What only the podman and docker engines do: containers, images, limits, bad conditions."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from manager import config
+from manager import store
+from manager.engines import registry
+from manager.engines.base import RunRequest
+
+pytestmark = [pytest.mark.engine,
+              pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)]
+
+
+def status(ws) -> dict[str, str]:
+    proc = ws("status", "--json", check=True)
+    return {c["path"]: c["kind"] for c in json.loads(proc.stdout)["changes"]}
+
+
+def containers(cli: str, session_id: str, running_only: bool = False) -> list[str]:
+    argv = [cli, "ps", "-q", "--filter", f"label=org.workspace.session={session_id}"]
+    argv += [] if running_only else ["-a"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+
+
+def current(project: Path) -> store.Session:
+    session = store.current(project)
+    assert session is not None
+    return session
+
+
+def engine_for(name: str):
+    return registry.get(name)(config.load(None))
+
+
+def test_one_container_per_session_reused(ws, project: Path, engine_name: str):
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    first = containers(engine_name, session.id)
+    ws("run", "--", "true", check=True)
+    assert containers(engine_name, session.id) == first and len(first) == 1
+
+
+def test_parallel_first_calls_make_one_container(ws, project: Path, engine_name: str):
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    engine_for(engine_name).release(session)
+    procs = [subprocess.Popen([sys.executable, "-m", "manager", "run", "--", "true"], cwd=project)
+             for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    assert len(containers(engine_name, session.id)) == 1
+
+
+def test_changes_survive_container_removal(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "echo kept > kept.txt; rm README.txt", check=True)
+    before = status(ws)
+    session = current(project)
+    engine_for(engine_name).release(session)
+    assert containers(engine_name, session.id) == []
+    assert status(ws) == before
+    # A new container sees them: same upper directory.
+    out = ws("run", "--", "sh", "-c", "cat kept.txt; ls", check=True).stdout
+    assert out == "kept\nkept.txt\n"
+    assert before == {str(project / "kept.txt"): "added", str(project / "README.txt"): "deleted"}
+
+
+def test_gc_removes_the_container_and_keeps_the_changes(ws, project: Path, engine_name: str,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    ws("run", "--", "sh", "-c", "echo kept > kept.txt", check=True)
+    session = current(project)
+    monkeypatch.setenv("WORKSPACE_GC__MAX_AGE_DAYS", "0")
+    time.sleep(0.05)
+    out = ws("gc", check=True).stdout
+    assert f"kept {session.id}" in out
+    assert containers(engine_name, session.id) == []
+    assert status(ws) == {str(project / "kept.txt"): "added"}
+
+
+def test_missing_image_names_the_fix(ws, engine_name: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("WORKSPACE_CONTAINER__IMAGE", f"workspace-missing-{uuid.uuid4().hex[:6]}")
+    proc = ws("run", "--", "true")
+    assert proc.returncode == 1
+    assert "workspace image build" in proc.stderr
+
+
+def test_network_is_off_by_default(ws, engine_name: str):
+    out = ws("run", "--", "ls", "/sys/class/net", check=True).stdout
+    assert out.split() == ["lo"]
+
+
+def test_limits_are_applied(ws, project: Path, engine_name: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("WORKSPACE_CONTAINER__PIDS", "64")
+    monkeypatch.setenv("WORKSPACE_CONTAINER__MEMORY", "256m")
+    ws("run", "--", "true", check=True)
+    (ctr,) = containers(engine_name, current(project).id)
+    fmt = "{{.HostConfig.PidsLimit}} {{.HostConfig.Memory}}"
+    out = subprocess.run([engine_name, "inspect", "-f", fmt, ctr], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.split() == ["64", str(256 * 1024 * 1024)]
+
+
+def test_environment_subset(ws, project: Path, engine_name: str):
+    env = dict(os.environ, WS_PLAIN="plain", MY_API_TOKEN="secret", LD_PRELOAD="",
+               PATH="/nonexistent/bin:" + os.environ["PATH"])
+    script = 'printf "%s|%s|%s" "$WS_PLAIN" "${MY_API_TOKEN-unset}" "$PATH"'
+    proc = subprocess.run([sys.executable, "-m", "manager", "run", "-c", script], env=env,
+                          cwd=project, capture_output=True, text=True, check=True)
+    plain, token, path = proc.stdout.split("|")
+    assert (plain, token) == ("plain", "unset")
+    assert "/nonexistent" not in path
+
+
+def test_files_belong_to_the_caller(ws, project: Path, engine_name: str):
+    ws("run", "--", "sh", "-c", "mkdir d && echo x > d/f", check=True)
+    upper = current(project).sandbox / "upper"
+    assert (upper / "d/f").stat().st_uid == os.getuid()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    return []
+
+
+def test_lean_entry_survives_a_client_style_tree_kill(ws, project: Path, tmp_path: Path,
+                                                      engine_name: str):
+    """TERM to the entry and every descendant at once (as Claude Code does): all gone."""
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    marker = f"ws-{uuid.uuid4().hex}"
+    script = f"python3 -c 'import time; time.sleep(300)' {marker} & touch ready; wait"
+    argv = engine_for(engine_name).entry_argv(session, RunRequest(script, str(project)))
+    proc = subprocess.Popen(argv, cwd=project, start_new_session=True)
+    _wait(lambda: (session.sandbox / "upper/ready").exists())
+    for p in _descendants(proc.pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=1.5) == 128 + signal.SIGTERM
+    _wait(lambda: not _marker_procs(marker), timeout=5)
+
+
+def _marker_procs(marker: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if any(marker in part for part in p.info["cmdline"] or [])]
+
+
+def _wait(predicate, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)
+
+
+def test_lean_entry_without_container_falls_back_to_the_cli(ws, project: Path, tmp_path: Path,
+                                                           engine_name: str):
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    engine_for(engine_name).release(session)
+    cwd_out = tmp_path / "cwd"
+    argv = engine_for(engine_name).entry_argv(
+        session, RunRequest("mkdir -p sub && cd sub && echo in", str(project), cwd_out=cwd_out))
+    proc = subprocess.run(argv, cwd=project, capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout) == (0, "in\n"), proc.stderr
+    assert cwd_out.read_text().strip() == str(project / "sub")
+
+
+@pytest.fixture
+def small_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    if os.getuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
+    monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
+    yield mnt
+    for session in store.list_sessions()[0]:
+        with contextlib.suppress(Exception):
+            engine_for(session.engine).release(session)
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_in_the_upper_dir(ws, project: Path, engine_name: str, small_state: Path):
+    ws("run", "--", "sh", "-c", "echo early > early.txt", check=True)
+    proc = ws("run", "--", "sh", "-c", "head -c 20000000 /dev/zero > big.bin")
+    assert proc.returncode != 0
+    assert "No space left on device" in proc.stderr
+    ws("run", "--", "rm", "-f", "big.bin", check=True)
+    assert status(ws) == {str(project / "early.txt"): "added"}
+    assert ws("run", "--", "cat", "early.txt", check=True).stdout == "early\n"
+
+
+def _dockerd_pid() -> int | None:
+    pids = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "dockerd"]
+    return pids[0] if len(pids) == 1 else None
+
+
+@pytest.mark.slow
+def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
+    if engine_name != "docker":
+        pytest.skip("podman has no daemon")
+    if not (os.environ.get("CI") or os.environ.get("WS_TEST_STOP_DOCKERD")):
+        pytest.skip("stops the host's dockerd: set WS_TEST_STOP_DOCKERD=1 (CI does)")
+    pid = _dockerd_pid()
+    if pid is None or os.getuid() != 0:
+        pytest.skip("needs root and one dockerd to stop")
+    ws("run", "--", "sh", "-c", "echo before > before.txt", check=True)
+    os.kill(pid, signal.SIGTERM)
+    try:
+        _wait(lambda: not psutil.pid_exists(pid), timeout=60)
+        proc = ws("run", "--", "sh", "-c", "echo lost > lost.txt")
+        assert proc.returncode != 0
+        assert "safe" in proc.stderr and "docker" in proc.stderr, proc.stderr
+        assert status(ws) == {str(project / "before.txt"): "added"}
+    finally:
+        _restart_dockerd()
+    out = ws("run", "--", "sh", "-c", "cat before.txt; echo after > after.txt", check=True)
+    assert out.stdout == "before\n"
+    assert set(status(ws)) == {str(project / "before.txt"), str(project / "after.txt")}
+
+
+def _restart_dockerd() -> None:
+    """Exactly as setup does (it starts dockerd when `docker info` does not answer)."""
+    setup = Path(__file__).resolve().parents[2] / "scripts/setup.d/30-containers.sh"
+    subprocess.run(["bash", str(setup)], env=dict(os.environ, WORKSPACE_SKIP_IMAGES="1"),
+                   check=True, capture_output=True)
