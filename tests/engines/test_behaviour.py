@@ -229,7 +229,7 @@ def test_diff_shows_unified_text(ws, project: Path, engine_name: str):
 
 
 def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, engine_name: str):
-    ready = tmp_path / "ready"
+    ready = project / "ready"  # in the project: every engine's upper layer holds it
     runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                f"echo x > busy; touch {ready}; sleep 20"], cwd=project)
     try:
