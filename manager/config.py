@@ -43,6 +43,10 @@ SCHEMA: dict[str, Option] = {
     "container.pids": Option(int, 0, "process limit (0: none)"),
     "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),
     "container.mount_home": Option(bool, False, "also overlay $HOME into the container"),
+    "passthrough": Option(list, ["git", "gh", "sudo", "docker", "podman"],
+                          "commands the Claude plugin runs outside the sandbox (first word)"),
+    "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
+                                        "(dangerouslyDisableSandbox, `workspace passthrough`)"),
 }
 
 
