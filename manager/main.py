@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from manager import __version__
 from manager.errors import WorkspaceError
 
-COMMANDS = ("run", "status", "sessions", "doctor", "gc", "config")
+COMMANDS = ("run", "status", "sessions", "doctor", "gc", "config", "hooks", "passthrough")
 _ALL = (
     "run", "status", "diff", "commit", "discard", "sessions",
-    "doctor", "gc", "config",
+    "doctor", "gc", "config", "hooks", "passthrough",
 )
 
 

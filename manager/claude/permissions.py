@@ -239,8 +239,9 @@ def judge(command: str, script: shell.Script, mode: str, rules: list[Rule]) -> V
         rule = _first(rules, kind, every)
         if rule is not None:
             return Verdict(kind, f"your {rule.source} say {kind} for {rule.text}")
-    rule = _first(rules, "allow", [whole])
-    if rule is not None and not script.substitution:
+    simple = len(script.parts) == 1 and not (script.compound or script.substitution)
+    rule = _first(rules, "allow", [whole]) if simple else None
+    if rule is not None:
         return Verdict("allow", f"allowed by {rule.text} ({rule.source}); runs in the sandbox")
     if parts and not script.substitution and all(_first(rules, "allow", _candidates(p))
                                                  for p in parts):
