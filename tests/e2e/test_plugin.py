@@ -190,3 +190,31 @@ def test_plugin_validates(claude_env: ClaudeEnv) -> None:
     done = subprocess.run([str(claude_env.claude_bin), "plugin", "validate", str(REPO)],
                           env=claude_env.environ(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "Validation passed" in done.stdout + done.stderr
+
+
+def test_slash_commands_status_and_passthrough(claude_env: ClaudeEnv, project_dir: Path) -> None:
+    first = run(claude_env, project_dir, [Bash("echo x > a.txt"), "done"])
+    assert first.session_id is not None
+    status = claude_env.resume(first.session_id, project_dir, ["ok"], plugin_dir=REPO, env=ENV,
+                               prompt="/workspace:status")
+    assert "added:     a.txt" in all_text(status), status.describe()
+    bypass = claude_env.resume(first.session_id, project_dir, [Bash("touch out.txt"),
+                                                               Bash("touch in.txt"), "ok"],
+                               plugin_dir=REPO, env=ENV, prompt="/workspace:passthrough")
+    assert "runs OUTSIDE the sandbox (once)" in all_text(bypass), bypass.describe()
+    assert (project_dir / "out.txt").exists()           # the one call the user let out
+    assert not (project_dir / "in.txt").exists()        # and only that one
+
+
+def test_gc_after_the_client_exited(claude_env: ClaudeEnv, project_dir: Path) -> None:
+    busy = run(claude_env, project_dir, [Bash("echo 1 > kept.txt"), "done"])
+    idle = run(claude_env, project_dir, [Bash("true"), "done"])
+    from manager import store
+
+    records = {s: json.loads((claude_env.xdg_state / "workspace" / "sessions" / s /
+                              store.RECORD).read_text()) for s in (busy.session_id, idle.session_id)}
+    assert all(r["client_pid"] and r["client_start"] for r in records.values())
+    done = workspace(claude_env, project_dir, "gc", "--json")
+    report = json.loads(done.stdout)
+    assert report["removed"] == [idle.session_id], done.stdout
+    assert [k["id"] for k in report["kept"]] == [busy.session_id]
