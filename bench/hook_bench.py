@@ -30,7 +30,8 @@ HOOK = REPO / "bin" / "workspace-hook"
 TARGET_MS = 15.0
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: str, stdin: bytes = b"") -> tuple[float, bytes]:
+def timed(argv: list[str], env: dict[str, str], cwd: str,
+          stdin: bytes = b"") -> tuple[float, bytes]:
     start = time.perf_counter()
     done = subprocess.run(argv, input=stdin, env=env, cwd=cwd, capture_output=True, check=True)
     return (time.perf_counter() - start) * 1000, done.stdout

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from typing import TypeGuard
 
 HOT = "claude.json"
 CWD = "claude-cwd"
@@ -46,7 +47,7 @@ def session_dir(session_id: str) -> str:
     return os.path.join(state_home(), "sessions", session_id)
 
 
-def valid_id(value: Any, limit: int = 128) -> bool:
+def valid_id(value: Any, limit: int = 128) -> TypeGuard[str]:
     return (isinstance(value, str) and 0 < len(value) <= limit and value[0].isalnum()
             and all(c.isalnum() or c in "._-" for c in value))
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,9 @@ def test_rules_from_the_client_command_line(tmp_path: Path) -> None:
                              "--allowedTools", "Bash(git add:*) Edit", "Bash(make)",
                              "--disallowed-tools=Bash(rm:*)", "--model", "m"])
     try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        while b"--model" not in cmdline.read_bytes():    # until the child has exec'd
+            time.sleep(0.01)
         rules = list(permissions.flag_rules(str(proc.pid)))
     finally:
         proc.kill()

@@ -211,8 +211,9 @@ def test_gc_after_the_client_exited(claude_env: ClaudeEnv, project_dir: Path) ->
     idle = run(claude_env, project_dir, [Bash("true"), "done"])
     from manager import store
 
-    records = {s: json.loads((claude_env.xdg_state / "workspace" / "sessions" / s /
-                              store.RECORD).read_text()) for s in (busy.session_id, idle.session_id)}
+    sessions = claude_env.xdg_state / "workspace" / "sessions"
+    records = {s: json.loads((sessions / str(s) / store.RECORD).read_text())
+               for s in (busy.session_id, idle.session_id)}
     assert all(r["client_pid"] and r["client_start"] for r in records.values())
     done = workspace(claude_env, project_dir, "gc", "--json")
     report = json.loads(done.stdout)
