@@ -62,6 +62,10 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
+    "passthrough": Option(list, ["git", "gh", "sudo", "docker", "podman"],
+                          "commands the Claude plugin runs outside the sandbox (first word)"),
+    "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
+                                        "(dangerouslyDisableSandbox, `workspace passthrough`)"),
 }
 
 

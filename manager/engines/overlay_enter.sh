@@ -54,4 +54,4 @@ shift 2
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd"
 )
-exit $?' bash "$CWD" "$CMD"
+exit $?' /bin/bash "$CWD" "$CMD"

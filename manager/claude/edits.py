@@ -1,0 +1,111 @@
+"""Claude's own file tools against a sandbox that may hold a newer copy.
+
+Read, Edit, Write, MultiEdit and NotebookEdit act on the real files from the
+client process, not through Bash. Once a sandboxed command has changed a file,
+the real file is stale for the agent and a direct edit would be invisible to
+later commands. The rule, per tool, for a path the sandbox holds a copy of:
+
+- Read: redirected to the sandbox's copy (read-only, so safe); a path the
+  sandbox deleted is refused.
+- Edit, MultiEdit, NotebookEdit: refused with the way out: edit it with a Bash
+  command (that runs in the sandbox) or have the user commit it first.
+- Write replaces the whole file: it goes ahead, and PostToolUse writes the new
+  content into the sandbox through the engine, so both views agree.
+
+Paths the sandbox never touched are left to the client as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+from manager.claude import protocol
+
+READ = "Read"
+REFUSED = ("Edit", "MultiEdit", "NotebookEdit")
+WRITE = "Write"
+TOOLS = (READ, WRITE, *REFUSED)
+OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
+
+
+def target(tool_input: dict[str, Any]) -> str | None:
+    path = tool_input.get("file_path") or tool_input.get("notebook_path")
+    if isinstance(path, str) and path.startswith("/"):
+        return os.path.normpath(path)
+    return None
+
+
+def sandbox_view(layers: list[list[str]], path: str) -> tuple[str, str] | None:
+    """("copy", upper path) | ("deleted", upper path) when the sandbox differs; else None."""
+    for upper, real in layers:
+        if path != real and not path.startswith(real.rstrip("/") + "/"):
+            continue
+        rel = os.path.relpath(path, real)
+        found = _lookup(upper, rel)
+        if found is not None:
+            return found
+    return None
+
+
+def _lookup(upper: str, rel: str) -> tuple[str, str] | None:
+    parts = [] if rel == "." else rel.split("/")
+    current = upper
+    for i, name in enumerate(parts):
+        current = os.path.join(current, name)
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return None              # not in the upper layer: the real file shows through
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            return "deleted", current
+        last = i == len(parts) - 1
+        if last:
+            return "copy", current
+        if stat.S_ISDIR(st.st_mode) and _opaque(current):
+            return "deleted", current   # a replaced directory hides the real one
+    return None
+
+
+def _opaque(path: str) -> bool:
+    for name in OPAQUE:
+        try:
+            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def judge(tool: str, tool_input: dict[str, Any], hot: dict[str, Any],
+          payload: dict[str, Any]) -> dict[str, Any]:
+    path = target(tool_input)
+    if path is None or tool == WRITE:
+        return {}
+    view = sandbox_view(hot.get("layers") or [], path)
+    if view is None:
+        return {}
+    kind, upper = view
+    if tool == READ:
+        return _read(tool_input, path, kind, upper, hot, payload)
+    return protocol.deny(
+        f"{path} has pending changes in the workspace sandbox, where Bash commands run, so "
+        "the real file is not what they see and a direct edit would be lost to them. Edit it "
+        "with a Bash command instead (e.g. a python or sed one-liner; it runs in the sandbox), "
+        f"or ask the user to apply the sandbox's version first: /workspace:commit {path}")
+
+
+def _read(tool_input: dict[str, Any], path: str, kind: str, upper: str,
+          hot: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    if kind == "deleted":
+        return protocol.deny(f"{path} is deleted in the workspace sandbox, where Bash commands "
+                             "run (pending the user's review); it no longer exists there.")
+    if os.path.isdir(upper):
+        return {}
+    updated = dict(tool_input, file_path=upper)
+    note = f"{path} has pending changes in the workspace sandbox; Read shows that version."
+    inside = path.startswith(hot.get("project", "//").rstrip("/") + "/")
+    # Reading inside the project needs no prompt; elsewhere the client decides on the copy.
+    decision = "allow" if inside or payload.get("permission_mode") == "bypassPermissions" else None
+    return protocol.pre_tool(decision, note if decision else None, updated, note)

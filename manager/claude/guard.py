@@ -1,0 +1,63 @@
+"""UserPromptSubmit, Stop and SubagentStop: handed to the guard rails.
+
+The diff budget and checkpoints live in :mod:`manager.guardrails` (built
+separately); until it exists these hooks do nothing. The plugin adds one thing
+of its own: ``/workspace:passthrough`` typed by the user arms the one-shot
+bypass, so only the user, never the model, can let a call out of the sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from manager.claude import protocol
+from manager.claude import state
+
+PASSTHROUGH_COMMAND = "/workspace:passthrough"
+
+
+def _guardrails() -> Any:
+    try:
+        from manager import guardrails  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return guardrails
+
+
+def prompt(payload: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = {}
+    text = payload.get("prompt")
+    claude_id = payload.get("session_id")
+    if isinstance(text, str) and text.strip().startswith(PASSTHROUGH_COMMAND) \
+            and state.valid_id(claude_id):
+        session_id = state.resolve_session(str(claude_id))
+        if state.read_hot(session_id) is not None:
+            state.arm_bypass(session_id)
+            answer = protocol.context(
+                "UserPromptSubmit", "workspace: the user allowed the next Bash call to run "
+                "outside the sandbox, once.")
+    rails = _guardrails()
+    if rails is not None:
+        answer = _merge(answer, rails.on_prompt(payload) or {})
+    return answer
+
+
+def stop(payload: dict[str, Any]) -> dict[str, Any]:
+    rails = _guardrails()
+    return (rails.on_stop(payload) or {}) if rails is not None else {}
+
+
+def subagent_stop(payload: dict[str, Any]) -> dict[str, Any]:
+    rails = _guardrails()
+    return (rails.on_stop(payload, subagent=True) or {}) if rails is not None else {}
+
+
+def _merge(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    if not ours:
+        return theirs
+    merged = dict(theirs)
+    spec = dict(merged.get("hookSpecificOutput") or {"hookEventName": "UserPromptSubmit"})
+    extra = ours["hookSpecificOutput"]["additionalContext"]
+    spec["additionalContext"] = "\n".join(filter(None, [spec.get("additionalContext"), extra]))
+    merged["hookSpecificOutput"] = spec
+    return merged

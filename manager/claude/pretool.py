@@ -1,0 +1,119 @@
+"""PreToolUse: sandbox Bash calls; keep Claude's file tools from a stale view.
+
+The hot path: one JSON read, a few stats and small files, no subprocess and
+none of the package's heavier modules. Everything slower (creating a session,
+reloading changed settings) happens only when the cached state says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from manager.claude import passthrough
+from manager.claude import permissions
+from manager.claude import protocol
+from manager.claude import rewrite
+from manager.claude import shell
+from manager.claude import state
+from manager.claude.protocol import HookInputError
+
+BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
+
+
+def handle(payload: dict[str, Any]) -> dict[str, Any]:
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        raise HookInputError("hook input field 'tool_input' is missing or not an object")
+    claude_id = protocol.field(payload, "session_id")
+    if not state.valid_id(claude_id):
+        raise HookInputError(f"unusable session_id {claude_id!r}")
+    if tool != "Bash":
+        from manager.claude import edits
+
+        if tool not in edits.TOOLS:
+            return {}
+        session_id, hot = _session(claude_id, payload)
+        return edits.judge(str(tool), tool_input, hot, payload)
+    session_id, hot = _session(claude_id, payload)
+    return bash(payload, tool_input, session_id, hot)
+
+
+def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    session_id = state.resolve_session(claude_id)
+    hot = state.read_hot(session_id)
+    if hot is None:
+        from manager.claude import sessions
+
+        hot = sessions.ensure(session_id, payload)
+    return session_id, hot
+
+
+def _config(session_id: str, hot: dict[str, Any]) -> dict[str, Any]:
+    from manager.claude import hotconfig
+
+    config, reloaded = hotconfig.current(hot, hot["project"])
+    if reloaded:
+        state.write_hot(session_id, hot)
+    return config
+
+
+def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
+         hot: dict[str, Any]) -> dict[str, Any]:
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        raise HookInputError("tool_input.command is missing or not a string")
+    call_id = payload.get("tool_use_id")
+    if not state.valid_id(call_id):
+        call_id = "call-" + os.urandom(8).hex()
+    config = _config(session_id, hot)
+    script = shell.parse(command)
+    unwrapped = _unwrapped(command, script, tool_input, session_id, config)
+    if unwrapped is not None:
+        state.record_call(session_id, call_id, command)
+        return unwrapped
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or hot["project"]
+    mode = str(payload.get("permission_mode") or "default")
+    verdict = permissions.judge(command, script, mode, permissions.load_rules(project))
+    if verdict.decision == "deny":
+        return protocol.deny(f"workspace: {verdict.reason}")
+    new = _rewritten(payload, tool_input, session_id, hot, call_id, command)
+    state.record_call(session_id, call_id, new)
+    return protocol.pre_tool(verdict.decision, verdict.reason, dict(tool_input, command=new))
+
+
+def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
+               session_id: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer for a call that runs outside the sandbox, or None to sandbox it."""
+    if not command.strip():
+        return {}
+    if passthrough.is_own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT")):
+        return {}
+    if state.take_bypass(session_id):
+        return {"systemMessage": BYPASS_NOTE}
+    if tool_input.get("dangerouslyDisableSandbox") is True and config["plugin.allow_model_bypass"]:
+        return {"systemMessage": BYPASS_NOTE + " (dangerouslyDisableSandbox)"}
+    if passthrough.passes(script, config["passthrough"]):
+        return {}
+    return None
+
+
+def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
+               hot: dict[str, Any], call_id: str, command: str) -> str:
+    hook_cwd = payload.get("cwd")
+    if not isinstance(hook_cwd, str) or not hook_cwd.startswith("/"):
+        hook_cwd = os.getcwd()
+    cwd = rewrite.choose_cwd(hook_cwd, state.read_cwd(session_id))
+    background = tool_input.get("run_in_background") is True
+    return rewrite.build(_entry(session_id, hot), state.session_dir(session_id), call_id,
+                         command, cwd, background)
+
+
+def _entry(session_id: str, hot: dict[str, Any]) -> rewrite.Entry:
+    if hot.get("entry") and hot.get("entry_bg"):
+        return rewrite.templated(hot["entry"], hot["entry_bg"])
+    # An engine whose entry embeds the command in a larger argument: ask it per call.
+    from manager.claude import sessions
+
+    return lambda command, cwd, out: sessions.entry_argv(session_id, command, cwd, out)

@@ -1,0 +1,188 @@
+"""SessionStart and SessionEnd, and setting a session up for the hot path.
+
+SessionStart is idempotent for every ``source``: ``startup`` and ``resume`` find
+or create the session named by Claude's session id; ``clear``, ``compact`` and
+``fork`` may bring a new id that continues the project's current Claude
+session, which is then adopted (an alias) so no overlay with work in it is
+orphaned. SessionEnd releases what the session holds and keeps its changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from manager.claude import hotconfig
+from manager.claude import protocol
+from manager.claude import rewrite
+from manager.claude import state
+from manager.claude.slowpath import enable_site
+
+PENDING_SHOWN = 5
+
+
+def _project(payload: dict[str, Any]) -> str:
+    return os.environ.get("CLAUDE_PROJECT_DIR") or str(payload.get("cwd") or os.getcwd())
+
+
+def _client() -> tuple[int | None, int | None]:
+    from manager import lifecycle
+
+    pid = os.environ.get("CLAUDE_PID", "")
+    if not pid.isdigit():
+        return None, None
+    return int(pid), lifecycle.process_start(int(pid))
+
+
+def ensure(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The session's hot state, creating the session and the state when missing."""
+    enable_site()
+    from manager import store
+    from manager.context import Context
+
+    ctx = Context.load(_project(payload))
+    session = ctx.open_or_create(session_id, origin="claude")
+    _record_client(session)
+    hot = build_hot(ctx, session)
+    state.write_hot(session.id, hot)
+    store.save(session)
+    return hot
+
+
+def _record_client(session: Any) -> None:
+    pid, start = _client()
+    if pid is not None and (session.client_pid, session.client_start) != (pid, start):
+        session.client_pid, session.client_start = pid, start
+
+
+def build_hot(ctx: Any, session: Any) -> dict[str, Any]:
+    engine = ctx.engine(session)
+    hot: dict[str, Any] = {"session": session.id, "project": session.project,
+                           "engine": session.engine}
+    hot["entry"], hot["entry_bg"] = _templates(engine, session)
+    hot["layers"] = [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)]
+    hot["config"] = {key: ctx.config[key] for key in hotconfig.KEYS}
+    hot["config_stamp"] = hotconfig.stamp(session.project)
+    return hot
+
+
+def _templates(engine: Any, session: Any) -> tuple[list[str] | None, list[str] | None]:
+    """The engine's entry argv with placeholders, when it passes them as whole arguments."""
+    from manager.engines.base import RunRequest
+
+    found = []
+    for cwd_out in (Path(rewrite.CWD_OUT), None):
+        request = RunRequest(command=rewrite.COMMAND, cwd=rewrite.CWD, cwd_out=cwd_out)
+        argv = [str(a) for a in engine.entry_argv(session, request)]
+        wanted = [rewrite.COMMAND, rewrite.CWD] + ([rewrite.CWD_OUT] if cwd_out else [])
+        whole = all(argv.count(p) == 1 for p in wanted)
+        embedded = any(p in a and a != p for a in argv for p in wanted)
+        found.append(argv if whole and not embedded else None)
+    return found[0], found[1]
+
+
+def entry_argv(session_id: str, command: str, cwd: str, cwd_out: str) -> list[str]:
+    """The slow way, for engines whose entry cannot be templated: ask the engine per call."""
+    enable_site()
+    from manager import store
+    from manager.context import Context
+    from manager.engines.base import RunRequest
+
+    session = store.load(session_id)
+    ctx = Context.load(session.project)
+    request = RunRequest(command=command, cwd=cwd, cwd_out=Path(cwd_out) if cwd_out else None)
+    return [str(a) for a in ctx.engine(session).entry_argv(session, request)]
+
+
+# -- SessionStart ------------------------------------------------------------------
+
+
+def session_start(payload: dict[str, Any]) -> dict[str, Any]:
+    claude_id = protocol.field(payload, "session_id")
+    if not state.valid_id(claude_id):
+        raise protocol.HookInputError(f"unusable session_id {claude_id!r}")
+    source = str(payload.get("source") or "startup")
+    session_id = _adopt(claude_id, source, payload)
+    ensure(session_id, payload)
+    _guardrails_start(payload)
+    return protocol.context("SessionStart", _start_context(session_id, source))
+
+
+def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:
+    """A new id after /clear, compaction or a fork continues the project's current session."""
+    enable_site()
+    from manager import lifecycle
+    from manager import store
+
+    session_id = state.resolve_session(claude_id)
+    if store.exists(session_id) or source not in ("clear", "compact", "fork"):
+        return session_id
+    current = store.current(Path(_project(payload)).resolve())
+    if current is None or current.origin != "claude":
+        return session_id
+    same_client = current.client_pid is not None and _client()[0] == current.client_pid
+    if same_client or lifecycle.client_alive(current) is not True:
+        state.set_alias(claude_id, current.id)
+        return current.id
+    return session_id
+
+
+def _guardrails_start(payload: dict[str, Any]) -> None:
+    try:
+        from manager import guardrails  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    guardrails.on_session_start(payload)
+
+
+def _start_context(session_id: str, source: str) -> str:
+    text = ("workspace: Bash commands in this session run in a copy-on-write sandbox "
+            f"(session {session_id}); their file changes are held for the user's review and "
+            "reach the real filesystem only when the user commits them. "
+            "Edit/Write tool edits go to the real files.")
+    if source in ("resume", "compact", "clear", "fork"):
+        text += " " + pending_summary(session_id)
+    return text
+
+
+def pending_summary(session_id: str) -> str:
+    from manager import review
+    from manager import store
+    from manager.context import Context
+
+    session = store.load(session_id)
+    ctx = Context.load(session.project)
+    found = review.pending(ctx, session)
+    if not found:
+        return "Nothing is pending in the sandbox."
+    shown = ", ".join(review.display_path(c, session.project_path) for c in found[:PENDING_SHOWN])
+    more = f" and {len(found) - PENDING_SHOWN} more" if len(found) > PENDING_SHOWN else ""
+    return (f"{len(found)} change(s) are pending in the sandbox, not yet on the real "
+            f"filesystem: {shown}{more}. Commands keep seeing them; the user reviews with "
+            "/workspace:status and /workspace:diff and applies with /workspace:commit.")
+
+
+# -- SessionEnd --------------------------------------------------------------------
+
+
+def session_end(payload: dict[str, Any]) -> dict[str, Any]:
+    claude_id = protocol.field(payload, "session_id")
+    if not state.valid_id(claude_id):
+        return {}
+    enable_site()
+    from manager import store
+    from manager.context import Context
+    from manager.errors import WorkspaceError
+
+    session_id = state.resolve_session(claude_id)
+    if not store.exists(session_id):
+        return {}
+    session = store.load(session_id)
+    # Still busy: the holder's idle exit and `workspace gc` take over.
+    with contextlib.suppress(WorkspaceError):
+        Context.load(session.project).engine(session).release(session)
+    shutil.rmtree(os.path.join(state.session_dir(session_id), state.CALLS), ignore_errors=True)
+    return {}

@@ -1,0 +1,152 @@
+"""What the hooks keep per session, read on the hot path with ``os`` alone.
+
+Beside the session record (:mod:`manager.store`) each Claude session has:
+
+    sessions/<id>/claude.json    the plugin's hot state: the engine's entry argv as a
+                                 template, its layers, the settings the rewriter needs
+                                 and the stamps of the files they came from
+    sessions/<id>/claude-cwd     "<sandbox cwd>\\0<client cwd>\\0" after the last call
+                                 that exited 0 (written by finish.sh)
+    sessions/<id>/bypass-next    present: the next Bash call runs unsandboxed once
+    sessions/<id>/calls/<tool_use_id>.cmd / .cwd
+                                 the command we emitted (PostToolUse compares), and
+                                 the sandbox's final cwd of a running call
+    claude-alias/<claude id>     the workspace session a new Claude session id
+                                 continues (after /clear, fork)
+
+``pathlib``, ``dataclasses`` and the store are not imported here: each costs
+milliseconds that every Bash call would pay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from typing import TypeGuard
+
+HOT = "claude.json"
+CWD = "claude-cwd"
+BYPASS = "bypass-next"
+CALLS = "calls"
+ALIASES = "claude-alias"
+FORMAT = 1
+
+
+def state_home() -> str:
+    """``$XDG_STATE_HOME/workspace``, as :func:`manager.paths.state_home` (without pathlib)."""
+    base = os.environ.get("XDG_STATE_HOME")
+    if not base:
+        from manager import paths  # the default, and the test guard, live there
+
+        return str(paths.state_home())
+    return os.path.join(base, "workspace")
+
+
+def session_dir(session_id: str) -> str:
+    return os.path.join(state_home(), "sessions", session_id)
+
+
+def valid_id(value: Any, limit: int = 128) -> TypeGuard[str]:
+    return (isinstance(value, str) and 0 < len(value) <= limit and value[0].isalnum()
+            and all(c.isalnum() or c in "._-" for c in value))
+
+
+def resolve_session(claude_id: str) -> str:
+    """The workspace session id for a Claude session id (itself unless aliased)."""
+    try:
+        with open(os.path.join(state_home(), ALIASES, claude_id), encoding="utf-8") as f:
+            target = f.read().strip()
+    except FileNotFoundError:
+        return claude_id
+    return target if valid_id(target) else claude_id
+
+
+def read_hot(session_id: str) -> dict[str, Any] | None:
+    """The plugin's hot state of a session, or None when it is not set up yet."""
+    try:
+        with open(os.path.join(session_dir(session_id), HOT), encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    return data
+
+
+def write_hot(session_id: str, data: dict[str, Any]) -> None:
+    from pathlib import Path
+
+    from manager.fsutil import write_atomic
+
+    data = dict(data, format=FORMAT)
+    write_atomic(Path(session_dir(session_id)) / HOT, json.dumps(data, indent=1).encode())
+
+
+def read_cwd(session_id: str) -> tuple[str, str] | None:
+    """(sandbox cwd, the client cwd it left) after the last successful call."""
+    try:
+        with open(os.path.join(session_dir(session_id), CWD), encoding="utf-8",
+                  errors="surrogateescape") as f:
+            fields = f.read().split("\0")
+    except FileNotFoundError:
+        return None
+    if len(fields) < 2 or not fields[0].startswith("/") or not fields[1].startswith("/"):
+        return None      # empty while finish.sh rewrites it, or never written
+    return fields[0], fields[1]
+
+
+def take_bypass(session_id: str) -> bool:
+    """Consume the one-shot bypass: True for exactly one caller."""
+    try:
+        os.unlink(os.path.join(session_dir(session_id), BYPASS))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def arm_bypass(session_id: str) -> None:
+    path = os.path.join(session_dir(session_id), BYPASS)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("next Bash call runs unsandboxed\n")
+
+
+def bypass_armed(session_id: str) -> bool:
+    return os.path.exists(os.path.join(session_dir(session_id), BYPASS))
+
+
+def call_path(session_id: str, tool_use_id: str, suffix: str) -> str:
+    return os.path.join(session_dir(session_id), CALLS, f"{tool_use_id}.{suffix}")
+
+
+def record_call(session_id: str, tool_use_id: str, command: str) -> None:
+    path = call_path(session_id, tool_use_id, "cmd")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
+        f.write(command)
+
+
+def pop_call(session_id: str, tool_use_id: str) -> str | None:
+    """The command emitted for a call (then forgotten), or None when none was."""
+    path = call_path(session_id, tool_use_id, "cmd")
+    try:
+        with open(path, encoding="utf-8", errors="surrogatepass") as f:
+            command = f.read()
+    except FileNotFoundError:
+        return None
+    os.unlink(path)
+    return command
+
+
+def set_alias(claude_id: str, session_id: str) -> None:
+    from pathlib import Path
+
+    from manager.fsutil import write_atomic
+
+    root = Path(state_home()) / ALIASES
+    root.mkdir(parents=True, exist_ok=True)
+    write_atomic(root / claude_id, session_id.encode() + b"\n")
