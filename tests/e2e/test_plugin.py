@@ -57,13 +57,14 @@ def test_writes_stay_in_the_sandbox_until_committed(claude_env: ClaudeEnv,
     assert not tmp_file.exists()
     assert set(pending(claude_env, project_dir)) >= {str(project_dir / "proj.txt"),
                                                       str(home_file), str(tmp_file)}
-    from manager.main import COMMANDS
-
-    if "commit" not in COMMANDS:
-        pytest.xfail("`workspace commit` is not merged into this branch yet")
-    committed = workspace(claude_env, project_dir, "commit", str(project_dir / "proj.txt"))
-    assert committed.returncode == 0, committed.stderr
-    assert (project_dir / "proj.txt").read_text() == "p\n"
+    committed = workspace(claude_env, project_dir, "commit")
+    try:
+        assert committed.returncode == 0, committed.stderr
+        assert (project_dir / "proj.txt").read_text() == "p\n"
+        assert home_file.read_text() == "h\n" and tmp_file.read_text() == "t\n"
+        assert pending(claude_env, project_dir) == []
+    finally:
+        tmp_file.unlink(missing_ok=True)
 
 
 def test_cd_persists_across_calls(claude_env: ClaudeEnv, project_dir: Path) -> None:
