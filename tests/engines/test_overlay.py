@@ -42,7 +42,7 @@ def test_lean_entry_runs_in_the_warm_sandbox(ws, project: Path, tmp_path: Path):
     out = tmp_path / "cwd"
     argv = _entry(project, "mkdir -p x/y && cd x/y && echo made > f && echo $0 $#", cwd_out=out)
     proc = subprocess.run(argv, capture_output=True, text=True)
-    assert (proc.returncode, proc.stdout) == (0, "bash 0\n")
+    assert (proc.returncode, proc.stdout) == (0, "/bin/bash 0\n")
     assert out.read_text().strip() == str(project / "x/y")
     assert not (project / "x").exists()
 
