@@ -83,7 +83,7 @@ class Config:
 
 def user_config_files() -> list[Path]:
     """User-authored files, lowest precedence first."""
-    files = []
+    files: list[Path] = []
     for base in (paths.config_home(), _plugin_data()):
         if base is None:
             continue

@@ -8,17 +8,13 @@ from dataclasses import field
 
 from manager import store
 from manager.context import Context
+from manager.engines import procs
 from manager.errors import WorkspaceError
 from manager.store import Session
 
 
 def process_start(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return int(data[data.rindex(")") + 2:].split()[19])
+    return procs.start_time(pid)
 
 
 def client_alive(session: Session) -> bool | None:

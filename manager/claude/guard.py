@@ -17,10 +17,8 @@ PASSTHROUGH_COMMAND = "/workspace:passthrough"
 
 
 def _guardrails() -> Any:
-    try:
-        from manager import guardrails  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from manager import guardrails  # lazy: git plumbing is not needed on every hook
+
     return guardrails
 
 
@@ -36,20 +34,15 @@ def prompt(payload: dict[str, Any]) -> dict[str, Any]:
             answer = protocol.context(
                 "UserPromptSubmit", "workspace: the user allowed the next Bash call to run "
                 "outside the sandbox, once.")
-    rails = _guardrails()
-    if rails is not None:
-        answer = _merge(answer, rails.on_prompt(payload) or {})
-    return answer
+    return _merge(answer, _guardrails().on_prompt(payload) or {})
 
 
 def stop(payload: dict[str, Any]) -> dict[str, Any]:
-    rails = _guardrails()
-    return (rails.on_stop(payload) or {}) if rails is not None else {}
+    return _guardrails().on_stop(payload) or {}
 
 
 def subagent_stop(payload: dict[str, Any]) -> dict[str, Any]:
-    rails = _guardrails()
-    return (rails.on_stop(payload, subagent=True) or {}) if rails is not None else {}
+    return _guardrails().on_stop(payload, subagent=True) or {}
 
 
 def _merge(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:

@@ -131,10 +131,8 @@ def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:
 
 
 def _guardrails_start(payload: dict[str, Any]) -> None:
-    try:
-        from manager import guardrails  # type: ignore[attr-defined]
-    except ImportError:
-        return
+    from manager import guardrails  # lazy: git plumbing is not needed on every hook
+
     guardrails.on_session_start(payload)
 
 

@@ -26,7 +26,7 @@ def doctor(args: argparse.Namespace) -> int:
     results = {name: _checks(name, ctx) for name in names}
     try:
         chosen, source, _ = registry.resolve(ctx.config)
-        choice = {"engine": chosen, "source": source}
+        choice: dict[str, str | None] = {"engine": chosen, "source": source}
     except WorkspaceError as exc:
         choice = {"engine": None, "source": str(exc)}
     if args.json:

@@ -74,10 +74,17 @@ class Engine(Protocol):
         """Release and delete the sandbox, changes included."""
 
 
+def first_failure(checks: list[Check]) -> str | None:
+    """``health_check`` from ``checks``: None when all pass, else the first failure and its fix."""
+    failed = [c for c in checks if not c.ok]
+    return f"{failed[0].detail} (fix: {failed[0].fix})" if failed else None
+
+
 EngineFactory = type  # engines are classes constructed with the merged Config
 
 
 def make(name: str, config: Config) -> Engine:
     from manager.engines import registry
 
-    return registry.get(name)(config)
+    engine: Engine = registry.get(name)(config)
+    return engine

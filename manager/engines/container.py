@@ -112,7 +112,7 @@ class ContainerEngine:
                 **self.mount_options(*_mount_paths(session)), **self.limits())
             self._make_home(client, name, session)
             pid = int(container.state.pid or 0)
-        (session.sandbox / PID_FILE).write_text(f"{pid} {_start_time(pid) if pid else 0}\n")
+        (session.sandbox / PID_FILE).write_text(f"{pid} {procs.start_time(pid) if pid else 0}\n")
 
     def _remove_stale(self, client: DockerClient, name: str) -> None:
         """A container left from before (stopped, or its daemon restarted): replace it."""
@@ -267,18 +267,12 @@ def _stderr(exc: Exception) -> str:
     return text.splitlines()[-1] if text else repr(exc)
 
 
-def _start_time(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        data = f.read()
-    return data[data.rindex(")") + 2:].split()[19]
-
-
 def container_pid(sandbox: Path) -> int | None:
     """The live container init's host pid (0 when not visible here), else None."""
     try:
         pid_text, start = (sandbox / PID_FILE).read_text().split()
         pid = int(pid_text)
-        return pid if pid == 0 or _start_time(pid) == start else None
+        return pid if pid == 0 or str(procs.start_time(pid)) == start else None
     except (OSError, ValueError):
         return None
 

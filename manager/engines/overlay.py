@@ -24,6 +24,7 @@ from manager.config import Config
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
+from manager.engines.base import first_failure
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
@@ -46,8 +47,7 @@ class OverlayEngine:
     # -- availability -------------------------------------------------------
 
     def health_check(self) -> str | None:
-        failed = [c for c in self.checks() if not c.ok]
-        return f"{failed[0].detail} (fix: {failed[0].fix})" if failed else None
+        return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
         from manager.engines import overlay_probe
@@ -91,7 +91,7 @@ class OverlayEngine:
                 f"(log: {sandbox / 'holder.log'})",
                 hint="run `workspace doctor` to see what this host supports",
             )
-        (sandbox / HOLDER_PID).write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
+        (sandbox / HOLDER_PID).write_text(f"{proc.pid} {procs.start_time(proc.pid)}\n")
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
@@ -138,19 +138,12 @@ def _read_ready(proc: subprocess.Popen[bytes]) -> str:
     return line
 
 
-def _start_time(pid: int) -> str:
-    """Field 22 of /proc/PID/stat: tells a live holder from a reused pid."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        data = f.read()
-    return data[data.rindex(")") + 2:].split()[19]
-
-
 def holder_pid(sandbox: Path) -> int | None:
     """The live holder's pid, or None (missing, dead, or a reused pid)."""
     try:
         pid_text, start = (sandbox / HOLDER_PID).read_text().split()
         pid = int(pid_text)
-        alive = _start_time(pid) == start and not _is_zombie(pid)
+        alive = str(procs.start_time(pid)) == start and not procs.is_zombie(pid)
         return pid if alive and os.path.exists(f"/proc/{pid}/ns/mnt") else None
     except (OSError, ValueError):
         return None
@@ -178,15 +171,6 @@ def _kill(pid: int) -> None:
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        if _is_zombie(pid):
+        if procs.is_zombie(pid):
             return
         time.sleep(0.01)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            data = f.read()
-    except OSError:
-        return True
-    return data[data.rindex(")") + 2] == "Z"

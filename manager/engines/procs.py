@@ -16,6 +16,28 @@ GRACE_SECONDS = 2.0
 TIMEOUT_STATUS = 124
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (after the command name, which may hold spaces)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: with the pid, it tells a process from a reused pid."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_zombie(pid: int) -> bool:
+    """Gone, or dead and not yet reaped."""
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] == "Z"
+
+
 def die_with_parent() -> None:
     """preexec_fn: the child gets SIGKILL when this process dies, even by SIGKILL."""
     libc = ctypes.CDLL(None, use_errno=True)

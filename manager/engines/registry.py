@@ -37,7 +37,7 @@ def resolve(config: Config) -> tuple[str, str, list[str]]:
     source = config.sources["engine"]
     if wanted != "auto":
         return wanted, source, []
-    skipped = []
+    skipped: list[str] = []
     for name in AUTO_ORDER:
         try:
             reason = get(name)(config).health_check()

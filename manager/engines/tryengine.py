@@ -23,6 +23,7 @@ from manager.engines import procs
 from manager.engines import try_probe
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
+from manager.engines.base import first_failure
 from manager.engines.try_probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
@@ -43,8 +44,7 @@ class TryEngine:
     # -- availability -------------------------------------------------------
 
     def health_check(self) -> str | None:
-        failed = [c for c in self.checks() if not c.ok]
-        return f"{failed[0].detail} (fix: {failed[0].fix})" if failed else None
+        return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
         return try_probe.checks(self.config["try.path"])
