@@ -67,7 +67,11 @@ label_of() {  # engine image -> org.workspace.hash label, empty if absent
 # --- rootfs tarball (shared by all engines) ------------------------------------------------
 ROOTFS_KEY=$(printf '%s\n' "$SUITE" minbase "$INCLUDE" | hash_of)
 TARBALL=$CACHE/$SUITE-minbase-$ROOTFS_KEY.tar
-if [ "$FORCE" = 1 ] || [ ! -s "$TARBALL" ]; then
+need_rootfs=$FORCE
+for engine in $ENGINES; do  # a fresh clone has no tarball, but the engines may have the base
+    [ "$(label_of "$engine" "$BASE_IMAGE")" = "$ROOTFS_KEY" ] || need_rootfs=1
+done
+if [ "$need_rootfs" = 1 ] && [ ! -s "$TARBALL" ] || [ "$FORCE" = 1 ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing (run scripts/setup.d/30-containers.sh)"
     [ "$(id -u)" = 0 ] || die "debootstrap needs root"
     [ -n "$MIRROR" ] || MIRROR=$(detect_mirror | head -n1)
