@@ -296,6 +296,8 @@ def test_bootstrap_denies_until_installed(tmp_path: Path, claude: Claude) -> Non
     first = claude.pre_bash("echo hi")
     assert first.returncode == 0 and first.decision == "deny"
     assert "being installed" in first.spec["permissionDecisionReason"]
+    read = claude.hook("PreToolUse", {"tool_name": "Read", "tool_input": {"file_path": "/x"}})
+    assert (read.returncode, read.stdout) == (0, "")  # nothing to sandbox: normal flow
     start = claude.start()
     assert "being installed" in start.json["systemMessage"]
     deadline = time.time() + 60
@@ -305,3 +307,11 @@ def test_bootstrap_denies_until_installed(tmp_path: Path, claude: Claude) -> Non
     failed = claude.pre_bash("echo hi")
     assert failed.decision == "deny" and "could not be installed" in \
         failed.spec["permissionDecisionReason"]
+
+
+def test_an_interpreter_that_cannot_run_the_hook_still_denies(claude: Claude) -> None:
+    # Exit codes other than 0 and 2 are Claude Code's non-blocking path: never let one out.
+    claude.env.update(WORKSPACE_PYTHON="/bin/false")
+    answer = claude.pre_bash("echo hi")
+    assert answer.returncode == 0 and answer.decision == "deny"
+    assert "could not run" in answer.spec["permissionDecisionReason"]
