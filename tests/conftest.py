@@ -8,6 +8,7 @@ checks that nothing appeared in the real state directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -41,7 +42,23 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WORKSPACE_FORBID_DEFAULT_STATE", "1")
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
+    _stop_holders(tmp_path)
     assert _snapshot() == before, "a test wrote into the real ~/.local/state/workspace or ~/.claude"
+
+
+def _stop_holders(tmp_path: Path) -> None:
+    """Namespace holders outlive the CLI by design; a test's end is their end."""
+    import signal
+
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(part.endswith(b"overlay_holder.py") for part in cmdline) and \
+                any(part.startswith(str(tmp_path).encode()) for part in cmdline):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 @pytest.fixture
