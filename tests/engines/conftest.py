@@ -21,6 +21,7 @@ from manager.errors import EngineUnavailable
 ENGINES = ["overlay", "try", "podman", "docker"]
 MAY_SKIP_IN_CI = {"try"}
 CONTAINER_ENGINES = {"podman", "docker"}
+SYSTEM_ENGINES = ["overlay", "try"]  # container engines overlay only the project
 
 
 def _unavailable(name: str) -> str | None:
@@ -30,15 +31,19 @@ def _unavailable(name: str) -> str | None:
         return str(exc)
 
 
-@pytest.fixture(params=ENGINES)
-def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    name: str = request.param
+def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     reason = _unavailable(name)
     if reason:
         if os.environ.get("CI") and name not in MAY_SKIP_IN_CI:
             pytest.fail(f"engine {name} must run in CI: {reason}")
         pytest.skip(f"engine {name} unavailable here: {reason}")
     monkeypatch.setenv("WORKSPACE_ENGINE", name)
+    return name
+
+
+@pytest.fixture(params=ENGINES)
+def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = _use(request.param, monkeypatch)
     yield name
     if name in CONTAINER_ENGINES:
         _remove_containers(name)
@@ -55,9 +60,7 @@ def _remove_containers(cli: str) -> None:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
 
 
-@pytest.fixture
-def system_engine(engine_name: str) -> str:
+@pytest.fixture(params=SYSTEM_ENGINES)
+def system_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Engines that overlay the whole filesystem, not only the project."""
-    if engine_name not in ("overlay", "try"):
-        pytest.skip(f"{engine_name} sandboxes only the project")
-    return engine_name
+    return _use(request.param, monkeypatch)

@@ -201,39 +201,3 @@ def test_disk_full_in_the_upper_dir(ws, project: Path, engine_name: str, small_s
     ws("run", "--", "rm", "-f", "big.bin", check=True)
     assert status(ws) == {str(project / "early.txt"): "added"}
     assert ws("run", "--", "cat", "early.txt", check=True).stdout == "early\n"
-
-
-def _dockerd_pid() -> int | None:
-    pids = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "dockerd"]
-    return pids[0] if len(pids) == 1 else None
-
-
-@pytest.mark.slow
-def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
-    if engine_name != "docker":
-        pytest.skip("podman has no daemon")
-    if not (os.environ.get("CI") or os.environ.get("WS_TEST_STOP_DOCKERD")):
-        pytest.skip("stops the host's dockerd: set WS_TEST_STOP_DOCKERD=1 (CI does)")
-    pid = _dockerd_pid()
-    if pid is None or os.getuid() != 0:
-        pytest.skip("needs root and one dockerd to stop")
-    ws("run", "--", "sh", "-c", "echo before > before.txt", check=True)
-    os.kill(pid, signal.SIGTERM)
-    try:
-        _wait(lambda: not psutil.pid_exists(pid), timeout=60)
-        proc = ws("run", "--", "sh", "-c", "echo lost > lost.txt")
-        assert proc.returncode != 0
-        assert "safe" in proc.stderr and "docker" in proc.stderr, proc.stderr
-        assert status(ws) == {str(project / "before.txt"): "added"}
-    finally:
-        _restart_dockerd()
-    out = ws("run", "--", "sh", "-c", "cat before.txt; echo after > after.txt", check=True)
-    assert out.stdout == "before\n"
-    assert set(status(ws)) == {str(project / "before.txt"), str(project / "after.txt")}
-
-
-def _restart_dockerd() -> None:
-    """Exactly as setup does (it starts dockerd when `docker info` does not answer)."""
-    setup = Path(__file__).resolve().parents[2] / "scripts/setup.d/30-containers.sh"
-    subprocess.run(["bash", str(setup)], env=dict(os.environ, WORKSPACE_SKIP_IMAGES="1"),
-                   check=True, capture_output=True)
