@@ -123,7 +123,7 @@ def checks(configured: str) -> list[Check]:
     result.extend(_tools(path, info))
     result.extend([overlay_probe._kernel(), overlay_probe._userns()])
     if all(c.ok for c in result):
-        result.append(trial(info))
+        result.extend(trial(info))
     return result
 
 
@@ -149,7 +149,7 @@ def _needs_getfattr(path: Path) -> bool:
     return uses and shutil.which("try-summary") is None
 
 
-def trial(info: TryInfo) -> Check:
+def trial(info: TryInfo) -> list[Check]:
     """One call through our entry in a scratch sandbox: kernel, namespaces, overlay, try."""
     from manager.engines import tryengine
 
@@ -164,16 +164,46 @@ def trial(info: TryInfo) -> Check:
             proc = subprocess.run(argv, capture_output=True, text=True, env=env,
                                   stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT)
         except subprocess.TimeoutExpired:
-            return Check("trial run", False, f"no answer within {PROBE_TIMEOUT:.0f} s",
-                         "run `try -n true` by hand to see where it hangs")
+            return [Check("trial run", False, f"no answer within {PROBE_TIMEOUT:.0f} s",
+                          "run `try -n true` by hand to see where it hangs")]
         held = (sandbox / "upperdir/tmp" / name).exists()
+        hidden = _hidden_directories(sandbox)
         leaked = Path("/tmp", name).exists()
         if leaked:
             Path("/tmp", name).unlink()
         tryengine.remove_tree(sandbox)
     ok = proc.returncode == 0 and proc.stdout == "ok\n" and held and not leaked
     detail = "works" if ok else (proc.stderr.strip() or f"exit {proc.returncode}")[-300:]
-    return Check("trial run in a scratch sandbox", ok, detail, "" if ok else _trial_fix(detail))
+    return [Check("trial run in a scratch sandbox", ok, detail, "" if ok else _trial_fix(detail)),
+            _visibility(hidden)]
+
+
+def _hidden_directories(sandbox: Path) -> list[str]:
+    """Directories try could not overlay: inside its sandbox they are empty."""
+    try:
+        log = (sandbox / tryengine_ours() / "try.log").read_text(errors="replace")
+    except OSError:
+        return []
+    return sorted(set(re.findall(r"Failed mounting (/\S*) as an overlay", log)))
+
+
+def tryengine_ours() -> str:
+    from manager.engines import tryengine
+
+    return tryengine.OURS
+
+
+def _visibility(hidden: list[str]) -> Check:
+    """try leaves a directory with mounts below it empty unless mergerfs/unionfs is installed."""
+    here = [str(Path.cwd()), str(Path.home())]
+    blind = [d for d in hidden if any(p == d or p.startswith(d.rstrip("/") + "/") for p in here)]
+    detail = ("every directory overlaid" if not hidden else
+              f"left empty inside try: {', '.join(hidden)}")
+    fix = ("" if not blind else
+           f"{', '.join(blind)} (this project or $HOME) would look empty inside try: install "
+           "mergerfs or unionfs-fuse, which try uses for directories with mounts inside them, "
+           "or use engine overlay")
+    return Check("project and $HOME visible inside try", not blind, detail, fix)
 
 
 def _trial_fix(detail: str) -> str:

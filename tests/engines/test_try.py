@@ -296,3 +296,20 @@ def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
         # try v0.2.0's summary does not read opaque directories: the replaced one is missing.
         del ours[str(project / "olddir")]
     assert theirs == ours
+
+
+def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monkeypatch) -> None:
+    from manager.engines import try_probe
+    from manager.engines import tryengine
+
+    log = tmp_path / tryengine.OURS / "try.log"
+    log.parent.mkdir(parents=True)
+    log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '
+                   'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n')
+    hidden = try_probe._hidden_directories(tmp_path)
+    assert hidden == ["/run", "/var"]
+    monkeypatch.chdir(tmp_path)
+    assert try_probe._visibility(hidden).ok  # tmp_path is not under /var or /run
+    project = tmp_path / "var-project"
+    project.mkdir()
+    assert not try_probe._visibility([str(tmp_path)]).ok
