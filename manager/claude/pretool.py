@@ -19,6 +19,7 @@ from manager.claude import state
 from manager.claude.protocol import HookInputError
 
 BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
+ASK_SHOWN = 2000     # characters of the original command in an `ask` reason
 
 
 def handle(payload: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +81,16 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
         return protocol.deny(f"workspace: {verdict.reason}")
     new = _rewritten(payload, tool_input, session_id, hot, call_id, command)
     state.record_call(session_id, call_id, new)
-    return protocol.pre_tool(verdict.decision, verdict.reason, dict(tool_input, command=new))
+    reason = ask_reason(command, verdict.reason) if verdict.decision == "ask" else verdict.reason
+    return protocol.pre_tool(verdict.decision, reason, dict(tool_input, command=new))
+
+
+def ask_reason(command: str, why: str) -> str:
+    """What the user approves: the prompt itself shows only the wrapped command."""
+    shown = command.strip()
+    if len(shown) > ASK_SHOWN:
+        shown = shown[:ASK_SHOWN] + f"… ({len(command)} characters in all)"
+    return f"workspace: runs `{shown}` in the sandbox ({why})"
 
 
 def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],

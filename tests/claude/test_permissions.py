@@ -107,3 +107,25 @@ def test_rules_from_the_client_command_line(tmp_path: Path) -> None:
     assert [(r.kind, r.text) for r in rules] == [
         ("allow", "Bash(git add:*)"), ("allow", "Bash(make)"), ("deny", "Bash(rm:*)")]
     assert list(permissions.flag_rules(str(os.getpid() + 10**7))) == []
+
+
+def test_rules_from_settings_flags(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "s.json").write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}))
+    inline = json.dumps({"permissions": {"ask": ["Bash(curl:*)"], "deny": ["Read(.env)"]}})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-p", "x",
+                             "--settings", "s.json", f"--settings={inline}", "--model", "m"],
+                            cwd=tmp_path)
+    try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        while b"--model" not in cmdline.read_bytes():    # until the child has exec'd
+            time.sleep(0.01)
+        bash = [(r.kind, r.text) for r in permissions.settings_flag_rules(str(proc.pid))]
+        read = [(r.kind, r.text) for r in permissions.settings_flag_rules(str(proc.pid), "Read")]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert bash == [("deny", "Bash(rm:*)"), ("ask", "Bash(curl:*)")]
+    assert read == [("deny", "Read(.env)")]
