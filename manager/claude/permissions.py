@@ -265,6 +265,42 @@ def _candidates(part: shell.Part) -> list[str]:
     return texts
 
 
+# Commands that run their arguments as a command: a deny or ask rule for `rm` also
+# holds for `sudo rm`, `command rm`, `env X=1 rm`... (options skipped; values of the
+# options listed with them too).
+WRAPPERS = {"sudo": ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"), "doas": ("-u",),
+            "command": (), "builtin": (), "exec": ("-a",), "nohup": (), "time": (),
+            "nice": ("-n",), "env": ("-u", "-C", "-S"), "timeout": ("-s", "-k"),
+            "stdbuf": ("-i", "-o", "-e"), "ionice": ("-c", "-n", "-p"), "xargs": (),
+            "setsid": (), "chroot": ()}
+
+
+def unwrapped(argv: list[str]) -> list[str]:
+    """``argv`` without the wrappers in front of the command they run."""
+    for _ in range(8):
+        if not argv or argv[0] not in WRAPPERS:
+            return argv
+        name, takes_value, i = argv[0], WRAPPERS[argv[0]], 1
+        if name == "command" and any(a in ("-v", "-V") for a in argv[1:2]):
+            return []                          # only looks the name up
+        while i < len(argv) and (argv[i].startswith("-") or
+                                 (name == "env" and shell.is_assignment(argv[i]))):
+            i += 2 if argv[i] in takes_value else 1
+        if name in ("timeout", "chroot") and i < len(argv):
+            i += 1                             # the duration, the new root
+        argv = argv[i:]
+    return argv
+
+
+def _strict_candidates(part: shell.Part) -> list[str]:
+    """For deny and ask: also the command a wrapper runs."""
+    texts = _candidates(part)
+    inner = unwrapped(part.argv)
+    if inner and inner != part.argv:
+        texts.append(" ".join(inner))
+    return texts
+
+
 def _all_parts(command: str, script: shell.Script, depth: int = 0) -> list[shell.Part]:
     parts = list(script.parts)
     if depth < 4:
@@ -280,14 +316,23 @@ def _first(rules: list[Rule], kind: str, texts: list[str]) -> Rule | None:
     return None
 
 
-def judge(command: str, script: shell.Script, mode: str, rules: list[Rule]) -> Verdict:
-    whole = command.strip()
-    parts = _all_parts(command, script)
-    every = [whole] + [t for p in parts for t in _candidates(p)]
+def by_rule(command: str, script: shell.Script, rules: list[Rule]) -> Verdict | None:
+    """A deny or ask rule that holds for any part of the command, or None."""
+    every = [command.strip()] + [t for p in _all_parts(command, script)
+                                 for t in _strict_candidates(p)]
     for kind in ("deny", "ask"):
         rule = _first(rules, kind, every)
         if rule is not None:
             return Verdict(kind, f"your {rule.source} say {kind} for {rule.text}")
+    return None
+
+
+def judge(command: str, script: shell.Script, mode: str, rules: list[Rule]) -> Verdict:
+    verdict = by_rule(command, script, rules)
+    if verdict is not None:
+        return verdict
+    whole = command.strip()
+    parts = _all_parts(command, script)
     simple = len(script.parts) == 1 and not (script.compound or script.substitution)
     rule = _first(rules, "allow", [whole]) if simple else None
     if rule is not None:

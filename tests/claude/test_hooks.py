@@ -348,3 +348,31 @@ def test_ask_shows_the_original_command(claude: Claude) -> None:
     assert "in the sandbox" in asked.spec["permissionDecisionReason"]
     long = claude.pre_bash("echo " + "x" * 5000)
     assert len(long.spec["permissionDecisionReason"]) < 2200
+
+
+def test_passthrough_still_obeys_the_users_rules(claude: Claude) -> None:
+    claude.start()
+    settings = claude.project / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"deny": ["Bash(git log:*)"],
+                                                    "ask": ["Bash(docker ps:*)"]}}))
+    assert claude.pre_bash("git status").json == {}          # the client's own flow
+    denied = claude.pre_bash("sudo git log")                   # a rule the client cannot see
+    assert denied.decision == "deny" and "Bash(git log:*)" in \
+        denied.spec["permissionDecisionReason"]
+    asked = claude.pre_bash("sudo docker ps")
+    assert asked.decision == "ask" and "updatedInput" not in asked.spec
+    assert "outside the sandbox" in asked.spec["permissionDecisionReason"]
+    state.arm_bypass("sess-1")
+    assert claude.pre_bash("git log -1").decision == "deny"   # the one-shot bypass too
+
+
+def test_the_model_cannot_run_the_launchers_mutating_commands(claude: Claude) -> None:
+    claude.start()
+    claude.bash("echo x > pending.txt")
+    refused = claude.pre_bash(f"{REPO}/bin/workspace commit")
+    assert refused.decision == "deny" and "/workspace:commit" in \
+        refused.spec["permissionDecisionReason"]
+    assert claude.pre_bash(f"{REPO}/bin/workspace hooks uninstall").decision == "deny"
+    assert "updatedInput" in claude.pre_bash(f"{REPO}/bin/../bin/workspace commit").spec
+    assert not (claude.project / "pending.txt").exists()

@@ -129,3 +129,17 @@ def test_rules_from_settings_flags(tmp_path: Path) -> None:
         proc.wait()
     assert bash == [("deny", "Bash(rm:*)"), ("ask", "Bash(curl:*)")]
     assert read == [("deny", "Read(.env)")]
+
+
+@pytest.mark.parametrize("command", [
+    "sudo rm -rf x", "sudo -u root rm x", "command rm x", "builtin exec rm x", "exec rm x",
+    "env FOO=1 rm x", "env -u HOME rm x", "nohup rm x", "time rm x", "nice -n 5 rm x",
+    "timeout -s KILL 5 rm x", "xargs rm < list", "setsid rm x", "sudo env X=1 nice rm x",
+])
+def test_deny_rules_see_through_wrappers(command: str) -> None:
+    assert judge(command, [("deny", "Bash(rm:*)")], "bypassPermissions") == "deny"
+
+
+def test_wrappers_do_not_widen_allow_rules() -> None:
+    assert judge("command -v rm", [("deny", "Bash(rm:*)")], "bypassPermissions") == "allow"
+    assert judge("sudo make", [("allow", "Bash(make:*)")]) == "ask"
