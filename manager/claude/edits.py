@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 from typing import Any
 
 from manager.claude import protocol
+
+if TYPE_CHECKING:
+    from manager.claude.permissions import Rule
 
 READ = "Read"
 REFUSED = ("Edit", "MultiEdit", "NotebookEdit")
@@ -105,7 +109,35 @@ def _read(tool_input: dict[str, Any], path: str, kind: str, upper: str,
         return {}
     updated = dict(tool_input, file_path=upper)
     note = f"{path} has pending changes in the workspace sandbox; Read shows that version."
-    inside = path.startswith(hot.get("project", "//").rstrip("/") + "/")
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or hot.get("project") or "/"
+    rule = read_rule(path, project, payload)
+    if rule is not None and rule.kind == "deny":
+        return protocol.deny(f"workspace: your {rule.source} say deny for {rule.text} ({path})")
+    if rule is not None and rule.kind == "ask":
+        return protocol.pre_tool("ask", f"workspace: reads the sandbox's version of {path} "
+                                        f"(your {rule.source} say ask for {rule.text})",
+                                 updated, note)
+    inside = path.startswith(project.rstrip("/") + "/")
     # Reading inside the project needs no prompt; elsewhere the client decides on the copy.
-    decision = "allow" if inside or payload.get("permission_mode") == "bypassPermissions" else None
+    allowed = rule is not None or inside or payload.get("permission_mode") == "bypassPermissions"
+    decision = "allow" if allowed else None
     return protocol.pre_tool(decision, note if decision else None, updated, note)
+
+
+def read_rule(path: str, project: str, payload: dict[str, Any]) -> Rule | None:
+    """The first of the user's Read rules (deny, then ask, then allow) for ``path``.
+
+    The client would match them against the sandbox copy's path we redirect to,
+    so they are judged here on the path Claude asked for.
+    """
+    from manager.claude import pathrules
+    from manager.claude import permissions
+
+    cwd = payload.get("cwd")
+    cwd = cwd if isinstance(cwd, str) and cwd.startswith("/") else project
+    rules = permissions.load_rules(project, "Read")
+    for kind in permissions.KINDS:
+        for rule in rules:
+            if rule.kind == kind and pathrules.matches(rule.pattern, path, project, cwd):
+                return rule
+    return None

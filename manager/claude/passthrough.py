@@ -5,14 +5,17 @@ word is on the ``passthrough`` list (a bare name, never a path that could be
 any program), no ``VAR=value`` prefix, no file redirection or heredoc, no
 ``$(...)``/backticks/process substitution, no subshell or compound syntax,
 and none of the arguments that make a read-only command write or run others
-(``find -delete``, ``find -exec``, ``rg --pre``, ``env CMD``...). When in doubt:
-sandbox. The plugin's own ``bin/`` scripts are never wrapped.
+(``find -delete``, ``find -exec``, ``rg --pre``, ``env CMD``...), and only in the
+forms :mod:`manager.claude.policies` allows for it (read-only git...). When in
+doubt: sandbox. The plugin's own launcher is never wrapped, but the model may
+only run its read-only subcommands.
 """
 
 from __future__ import annotations
 
 import os
 
+from manager.claude import policies
 from manager.claude import shell
 from manager.claude.permissions import UNSAFE_ARGS
 
@@ -22,16 +25,35 @@ DEFAULT = ("git", "gh", "sudo", "docker", "podman")
 # write), so they are sandboxed unless the user lists them in `passthrough`.
 READ_ONLY = ("ls", "cat", "pwd", "grep", "rg", "find", "which", "env", "echo", "true",
              "false", "type", "command")
-# Own scripts that change nothing or only act on the user's behalf after review.
+# The plugin's launcher, and its subcommands that change nothing: the slash commands
+# run it without a PreToolUse hook, so only the model's own calls come through here.
 OWN = "bin/workspace"
+OWN_READ_ONLY = frozenset(("status", "diff", "sessions", "doctor", "help"))
+
+
+def own_script(script: shell.Script, plugin_root: str | None) -> str | None:
+    """"run" when every part runs the plugin's launcher read-only, "refuse" when one would
+    change something outside the sandbox (commit, discard, hooks...: the user's to do), or
+    None when this is not (only) the launcher."""
+    if not plugin_root or not _plain(script):
+        return None
+    own = os.path.join(plugin_root, OWN)
+    if not all(p.words and p.words[0] == own and not p.file_redirect for p in script.parts):
+        return None
+    return "run" if all(_own_read_only(p.words[1:]) for p in script.parts) else "refuse"
 
 
 def is_own_script(script: shell.Script, plugin_root: str | None) -> bool:
-    """Every part runs the plugin's own launcher (and nothing else is going on)."""
-    if not plugin_root or not _plain(script):
-        return False
-    own = os.path.join(plugin_root, OWN)
-    return all(p.words and p.words[0] == own and not p.file_redirect for p in script.parts)
+    return own_script(script, plugin_root) == "run"
+
+
+def _own_read_only(args: list[str]) -> bool:
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        return all(a in ("-h", "--help", "--version") for a in args)
+    if words[0] == "passthrough":
+        return args == ["passthrough", "--status"]
+    return words[0] in OWN_READ_ONLY
 
 
 def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
@@ -46,12 +68,20 @@ def _plain(script: shell.Script) -> bool:
 
 
 def _part_passes(part: shell.Part, allowed: list[str] | tuple[str, ...]) -> bool:
-    words = part.words
-    if part.file_redirect or not words or "/" in words[0] or words[0] not in allowed:
+    if part.file_redirect or part.assignments:
         return False
-    if part.assignments:
+    return words_pass(part.words, allowed)
+
+
+def words_pass(words: list[str], allowed: list[str] | tuple[str, ...]) -> bool:
+    """A simple command's words (quotes removed) may run outside the sandbox."""
+    if not words or "/" in words[0] or words[0] not in allowed:
         return False
     name, args = words[0], words[1:]
+    if name == "sudo":
+        return policies.sudo(args, lambda inner: words_pass(inner, allowed))
+    if name in policies.POLICIES:
+        return policies.POLICIES[name](args)
     if any(a.startswith(u) for a in args for u in UNSAFE_ARGS.get(name, ())):
         return False
     if name == "env" and any(not a.startswith("-") for a in args):

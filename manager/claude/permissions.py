@@ -16,8 +16,8 @@ Sources: managed settings, ``$CLAUDE_CONFIG_DIR/settings.json`` (or
 ``~/.claude/settings.json``), the project's ``.claude/settings.json`` (its allow
 rules only when the project is trusted, as the client does) and
 ``.claude/settings.local.json``, and the ``--allowedTools`` /
-``--disallowedTools`` flags on the client's command line (read from
-``/proc/$CLAUDE_PID/cmdline``: hooks are not told about them).
+``--disallowedTools`` / ``--settings`` flags on the client's command line (read
+from ``/proc/$CLAUDE_PID/cmdline``: hooks are not told about them).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 from manager.claude import shell
 
 MANAGED = "/etc/claude-code/managed-settings.json"
+MANAGED_DROP_INS = "/etc/claude-code/managed-settings.d"
 KINDS = ("deny", "ask", "allow")
 # Commands the client lets run without a prompt in the default mode (read-only).
 READ_ONLY = frozenset((
@@ -53,7 +54,7 @@ class Rule:
         self.kind = kind
         self.text = text
         self.source = source
-        self.pattern = pattern       # None: every Bash command
+        self.pattern = pattern       # None: every use of the tool
 
     def matches(self, command: str) -> bool:
         if self.pattern is None:
@@ -77,14 +78,15 @@ def _pattern_matches(pattern: str, command: str) -> bool:
     return re.fullmatch(regex, command, re.DOTALL) is not None
 
 
-def parse_rule(kind: str, text: Any, source: str) -> Rule | None:
+def parse_rule(kind: str, text: Any, source: str, tool: str = "Bash") -> Rule | None:
+    """A rule for ``tool`` (``Tool`` or ``Tool(specifier)``), or None for other tools."""
     if not isinstance(text, str):
         return None
     text = text.strip()
-    if text in ("Bash", "Bash(*)"):
+    if text in (tool, f"{tool}(*)"):
         return Rule(kind, text, source, None)
-    if text.startswith("Bash(") and text.endswith(")"):
-        return Rule(kind, text, source, text[5:-1].strip())
+    if text.startswith(f"{tool}(") and text.endswith(")"):
+        return Rule(kind, text, source, text[len(tool) + 1:-1].strip())
     return None
 
 
@@ -104,16 +106,19 @@ def _read_json(path: str) -> Any:
         return None
 
 
-def _rules_in(path: str, source: str, kinds: tuple[str, ...] = KINDS) -> Iterator[Rule]:
-    data = _read_json(path)
+def _rules_in(path: str, source: str, tool: str) -> Iterator[Rule]:
+    yield from _rules_of(_read_json(path), source, tool)
+
+
+def _rules_of(data: Any, source: str, tool: str) -> Iterator[Rule]:
     perms = data.get("permissions") if isinstance(data, dict) else None
     if not isinstance(perms, dict):
         return
-    for kind in kinds:
+    for kind in KINDS:
         entries = perms.get(kind)
         if isinstance(entries, list):
             for text in entries:
-                rule = parse_rule(kind, text, source)
+                rule = parse_rule(kind, text, source, tool)
                 if rule is not None:
                     yield rule
 
@@ -137,17 +142,21 @@ def trusted(project: str) -> bool:
         candidate = parent
 
 
-def flag_rules(pid: str | None) -> Iterator[Rule]:
-    """Rules given as --allowedTools/--disallowedTools on the client's command line."""
+def client_argv(pid: str | None) -> list[str]:
+    """The client's command line (hooks are not told about its flags), or []."""
     if not pid or not pid.isdigit():
-        return
+        return []
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode(errors="replace").split("\0")
+            return f.read().decode(errors="surrogateescape").split("\0")
     except OSError:
-        return
+        return []
+
+
+def flag_rules(pid: str | None, tool: str = "Bash") -> Iterator[Rule]:
+    """Rules given as --allowedTools/--disallowedTools on the client's command line."""
     kind = None
-    for arg in argv:
+    for arg in client_argv(pid):
         name, _, value = arg.partition("=")
         if name in ("--allowedTools", "--allowed-tools", "--disallowedTools",
                     "--disallowed-tools"):
@@ -160,9 +169,36 @@ def flag_rules(pid: str | None) -> Iterator[Rule]:
             continue
         if kind is not None:
             for text in _split_rule_list(arg):
-                rule = parse_rule(kind, text, "command line")
+                rule = parse_rule(kind, text, "command line", tool)
                 if rule is not None:
                     yield rule
+
+
+def settings_flag_rules(pid: str | None, tool: str = "Bash") -> Iterator[Rule]:
+    """Rules in ``--settings FILE_OR_JSON`` on the client's command line."""
+    argv = client_argv(pid)
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name != "--settings":
+            continue
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        yield from _rules_of(_settings_value(value, pid), "--settings rules", tool)
+
+
+def _settings_value(value: str, pid: str | None) -> Any:
+    """--settings takes inline JSON or a file, relative to the client's directory."""
+    if value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    if value and not value.startswith("/"):
+        try:
+            value = os.path.join(os.readlink(f"/proc/{pid}/cwd"), value)
+        except OSError:
+            return None
+    return _read_json(value) if value else None
 
 
 def _split_rule_list(value: str) -> list[str]:
@@ -184,16 +220,29 @@ def _split_rule_list(value: str) -> list[str]:
     return rules
 
 
-def load_rules(project: str) -> list[Rule]:
-    rules = list(_rules_in(MANAGED, "managed settings"))
-    rules += _rules_in(os.path.join(config_dir(), "settings.json"), "user settings")
+def _drop_ins(directory: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except OSError:
+        return []
+
+
+def load_rules(project: str, tool: str = "Bash") -> list[Rule]:
+    """Every rule for ``tool`` the client applies, from every source."""
+    rules = list(_rules_in(MANAGED, "managed settings", tool))
+    for name in _drop_ins(MANAGED_DROP_INS):
+        rules += _rules_in(os.path.join(MANAGED_DROP_INS, name), "managed settings", tool)
+    rules += _rules_in(os.path.join(config_dir(), "settings.json"), "user settings", tool)
     project_settings = os.path.join(project, ".claude", "settings.json")
-    project_rules = list(_rules_in(project_settings, "project settings"))
+    project_rules = list(_rules_in(project_settings, "project settings", tool))
     if any(r.kind == "allow" for r in project_rules) and not trusted(project):
         project_rules = [r for r in project_rules if r.kind != "allow"]
     rules += project_rules
-    rules += _rules_in(os.path.join(project, ".claude", "settings.local.json"), "local settings")
-    rules += flag_rules(os.environ.get("CLAUDE_PID"))
+    rules += _rules_in(os.path.join(project, ".claude", "settings.local.json"),
+                       "local settings", tool)
+    pid = os.environ.get("CLAUDE_PID")
+    rules += flag_rules(pid, tool)
+    rules += settings_flag_rules(pid, tool)
     return rules
 
 
@@ -216,6 +265,42 @@ def _candidates(part: shell.Part) -> list[str]:
     return texts
 
 
+# Commands that run their arguments as a command: a deny or ask rule for `rm` also
+# holds for `sudo rm`, `command rm`, `env X=1 rm`... (options skipped; values of the
+# options listed with them too).
+WRAPPERS = {"sudo": ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"), "doas": ("-u",),
+            "command": (), "builtin": (), "exec": ("-a",), "nohup": (), "time": (),
+            "nice": ("-n",), "env": ("-u", "-C", "-S"), "timeout": ("-s", "-k"),
+            "stdbuf": ("-i", "-o", "-e"), "ionice": ("-c", "-n", "-p"), "xargs": (),
+            "setsid": (), "chroot": ()}
+
+
+def unwrapped(argv: list[str]) -> list[str]:
+    """``argv`` without the wrappers in front of the command they run."""
+    for _ in range(8):
+        if not argv or argv[0] not in WRAPPERS:
+            return argv
+        name, takes_value, i = argv[0], WRAPPERS[argv[0]], 1
+        if name == "command" and any(a in ("-v", "-V") for a in argv[1:2]):
+            return []                          # only looks the name up
+        while i < len(argv) and (argv[i].startswith("-") or
+                                 (name == "env" and shell.is_assignment(argv[i]))):
+            i += 2 if argv[i] in takes_value else 1
+        if name in ("timeout", "chroot") and i < len(argv):
+            i += 1                             # the duration, the new root
+        argv = argv[i:]
+    return argv
+
+
+def _strict_candidates(part: shell.Part) -> list[str]:
+    """For deny and ask: also the command a wrapper runs."""
+    texts = _candidates(part)
+    inner = unwrapped(part.argv)
+    if inner and inner != part.argv:
+        texts.append(" ".join(inner))
+    return texts
+
+
 def _all_parts(command: str, script: shell.Script, depth: int = 0) -> list[shell.Part]:
     parts = list(script.parts)
     if depth < 4:
@@ -231,14 +316,23 @@ def _first(rules: list[Rule], kind: str, texts: list[str]) -> Rule | None:
     return None
 
 
-def judge(command: str, script: shell.Script, mode: str, rules: list[Rule]) -> Verdict:
-    whole = command.strip()
-    parts = _all_parts(command, script)
-    every = [whole] + [t for p in parts for t in _candidates(p)]
+def by_rule(command: str, script: shell.Script, rules: list[Rule]) -> Verdict | None:
+    """A deny or ask rule that holds for any part of the command, or None."""
+    every = [command.strip()] + [t for p in _all_parts(command, script)
+                                 for t in _strict_candidates(p)]
     for kind in ("deny", "ask"):
         rule = _first(rules, kind, every)
         if rule is not None:
             return Verdict(kind, f"your {rule.source} say {kind} for {rule.text}")
+    return None
+
+
+def judge(command: str, script: shell.Script, mode: str, rules: list[Rule]) -> Verdict:
+    verdict = by_rule(command, script, rules)
+    if verdict is not None:
+        return verdict
+    whole = command.strip()
+    parts = _all_parts(command, script)
     simple = len(script.parts) == 1 and not (script.compound or script.substitution)
     rule = _first(rules, "allow", [whole]) if simple else None
     if rule is not None:
@@ -259,7 +353,7 @@ def by_mode(mode: str, script: shell.Script) -> Verdict:
     allowed = READ_ONLY | EDITS if mode == "acceptEdits" else READ_ONLY
     if _only(script, allowed):
         return Verdict("allow", "a read-only command; runs in the workspace sandbox")
-    return Verdict("ask", "runs in the workspace sandbox (its changes wait for your review)")
+    return Verdict("ask", "its changes wait for your review")
 
 
 def _only(script: shell.Script, allowed: frozenset[str]) -> bool:

@@ -19,6 +19,9 @@ from manager.claude import state
 from manager.claude.protocol import HookInputError
 
 BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
+OWN_REFUSED = ("workspace: only the user may do this (it changes what is outside the sandbox): "
+               "ask them to run the matching /workspace: slash command, e.g. /workspace:commit")
+ASK_SHOWN = 2000     # characters of the original command in an `ask` reason
 
 
 def handle(payload: dict[str, Any]) -> dict[str, Any]:
@@ -69,34 +72,62 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
         call_id = "call-" + os.urandom(8).hex()
     config = _config(session_id, hot)
     script = shell.parse(command)
-    unwrapped = _unwrapped(command, script, tool_input, session_id, config)
-    if unwrapped is not None:
-        state.record_call(session_id, call_id, command)
-        return unwrapped
     project = os.environ.get("CLAUDE_PROJECT_DIR") or hot["project"]
+    unwrapped = _unwrapped(command, script, tool_input, session_id, config, project)
+    if unwrapped is not None:
+        if unwrapped.get("hookSpecificOutput", {}).get("permissionDecision") != "deny":
+            state.record_call(session_id, call_id, command)
+        return unwrapped
     mode = str(payload.get("permission_mode") or "default")
     verdict = permissions.judge(command, script, mode, permissions.load_rules(project))
     if verdict.decision == "deny":
         return protocol.deny(f"workspace: {verdict.reason}")
     new = _rewritten(payload, tool_input, session_id, hot, call_id, command)
     state.record_call(session_id, call_id, new)
-    return protocol.pre_tool(verdict.decision, verdict.reason, dict(tool_input, command=new))
+    reason = ask_reason(command, verdict.reason) if verdict.decision == "ask" else verdict.reason
+    return protocol.pre_tool(verdict.decision, reason, dict(tool_input, command=new))
+
+
+def ask_reason(command: str, why: str, where: str = "in the sandbox") -> str:
+    """What the user approves: the prompt itself shows only the wrapped command."""
+    shown = command.strip()
+    if len(shown) > ASK_SHOWN:
+        shown = shown[:ASK_SHOWN] + f"… ({len(command)} characters in all)"
+    return f"workspace: runs `{shown}` {where} ({why})"
 
 
 def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
-               session_id: str, config: dict[str, Any]) -> dict[str, Any] | None:
+               session_id: str, config: dict[str, Any], project: str) -> dict[str, Any] | None:
     """The answer for a call that runs outside the sandbox, or None to sandbox it."""
     if not command.strip():
         return {}
-    if passthrough.is_own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT")):
+    own = passthrough.own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT"))
+    if own == "run":
         return {}
+    if own == "refuse":
+        return protocol.deny(OWN_REFUSED)
     if state.take_bypass(session_id):
-        return {"systemMessage": BYPASS_NOTE}
+        return _outside(command, script, project, {"systemMessage": BYPASS_NOTE})
     if tool_input.get("dangerouslyDisableSandbox") is True and config["plugin.allow_model_bypass"]:
-        return {"systemMessage": BYPASS_NOTE + " (dangerouslyDisableSandbox)"}
+        return _outside(command, script, project,
+                        {"systemMessage": BYPASS_NOTE + " (dangerouslyDisableSandbox)"})
     if passthrough.passes(script, config["passthrough"]):
-        return {}
+        return _outside(command, script, project, {})
     return None
+
+
+def _outside(command: str, script: shell.Script, project: str,
+             answer: dict[str, Any]) -> dict[str, Any]:
+    """A call left to the client unchanged: it judges the command itself, but not the
+    command behind a wrapper (`sudo rm` for a rule on `rm`), so the user's deny and ask
+    rules are applied here too."""
+    verdict = permissions.by_rule(command, script, permissions.load_rules(project))
+    if verdict is None:
+        return answer
+    if verdict.decision == "deny":
+        return protocol.deny(f"workspace: {verdict.reason}")
+    reason = ask_reason(command, verdict.reason, "outside the sandbox")
+    return dict(answer, **protocol.pre_tool("ask", reason))
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,

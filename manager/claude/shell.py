@@ -39,7 +39,7 @@ class Part:
 
     def _first_word(self) -> int:
         for i, word in enumerate(self.words):
-            if not _is_assignment(word):
+            if not is_assignment(word):
                 return i
         return len(self.words)
 
@@ -57,7 +57,7 @@ class Script:
         self.nested: list[str] = []   # the command lines inside substitutions
 
 
-def _is_assignment(word: str) -> bool:
+def is_assignment(word: str) -> bool:
     name, eq, _ = word.partition("=")
     if not eq or not name:
         return False

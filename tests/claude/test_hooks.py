@@ -315,3 +315,64 @@ def test_an_interpreter_that_cannot_run_the_hook_still_denies(claude: Claude) ->
     answer = claude.pre_bash("echo hi")
     assert answer.returncode == 0 and answer.decision == "deny"
     assert "could not run" in answer.spec["permissionDecisionReason"]
+
+
+def test_read_rules_are_judged_on_the_original_path(claude: Claude) -> None:
+    claude.start()
+    assert claude.bash("echo s > secret.txt && echo s > asked.txt && echo s > plain.txt") \
+        .returncode == 0
+    settings = claude.project / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"deny": ["Read(secret.txt)"],
+                                                    "ask": ["Read(/asked.txt)"]}}))
+
+    def read(name: str) -> Any:
+        return claude.hook("PreToolUse", {"tool_name": "Read", "permission_mode": "default",
+                                          "tool_input": {"file_path": str(claude.project / name)}})
+
+    denied = read("secret.txt")
+    assert denied.decision == "deny" and "Read(secret.txt)" in \
+        denied.spec["permissionDecisionReason"]
+    asked = read("asked.txt")
+    assert asked.decision == "ask" and "asked.txt" in asked.spec["permissionDecisionReason"]
+    assert Path(asked.spec["updatedInput"]["file_path"]).read_text() == "s\n"
+    assert read("plain.txt").decision == "allow"
+
+
+def test_ask_shows_the_original_command(claude: Claude) -> None:
+    claude.start()
+    claude.mode = "default"
+    asked = claude.pre_bash("cargo build --release")
+    assert asked.decision == "ask"
+    assert "`cargo build --release`" in asked.spec["permissionDecisionReason"]
+    assert "in the sandbox" in asked.spec["permissionDecisionReason"]
+    long = claude.pre_bash("echo " + "x" * 5000)
+    assert len(long.spec["permissionDecisionReason"]) < 2200
+
+
+def test_passthrough_still_obeys_the_users_rules(claude: Claude) -> None:
+    claude.start()
+    settings = claude.project / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"deny": ["Bash(git log:*)"],
+                                                    "ask": ["Bash(docker ps:*)"]}}))
+    assert claude.pre_bash("git status").json == {}          # the client's own flow
+    denied = claude.pre_bash("sudo git log")                   # a rule the client cannot see
+    assert denied.decision == "deny" and "Bash(git log:*)" in \
+        denied.spec["permissionDecisionReason"]
+    asked = claude.pre_bash("sudo docker ps")
+    assert asked.decision == "ask" and "updatedInput" not in asked.spec
+    assert "outside the sandbox" in asked.spec["permissionDecisionReason"]
+    state.arm_bypass("sess-1")
+    assert claude.pre_bash("git log -1").decision == "deny"   # the one-shot bypass too
+
+
+def test_the_model_cannot_run_the_launchers_mutating_commands(claude: Claude) -> None:
+    claude.start()
+    claude.bash("echo x > pending.txt")
+    refused = claude.pre_bash(f"{REPO}/bin/workspace commit")
+    assert refused.decision == "deny" and "/workspace:commit" in \
+        refused.spec["permissionDecisionReason"]
+    assert claude.pre_bash(f"{REPO}/bin/workspace hooks uninstall").decision == "deny"
+    assert "updatedInput" in claude.pre_bash(f"{REPO}/bin/../bin/workspace commit").spec
+    assert not (claude.project / "pending.txt").exists()

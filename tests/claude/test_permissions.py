@@ -107,3 +107,39 @@ def test_rules_from_the_client_command_line(tmp_path: Path) -> None:
     assert [(r.kind, r.text) for r in rules] == [
         ("allow", "Bash(git add:*)"), ("allow", "Bash(make)"), ("deny", "Bash(rm:*)")]
     assert list(permissions.flag_rules(str(os.getpid() + 10**7))) == []
+
+
+def test_rules_from_settings_flags(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "s.json").write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}))
+    inline = json.dumps({"permissions": {"ask": ["Bash(curl:*)"], "deny": ["Read(.env)"]}})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-p", "x",
+                             "--settings", "s.json", f"--settings={inline}", "--model", "m"],
+                            cwd=tmp_path)
+    try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        while b"--model" not in cmdline.read_bytes():    # until the child has exec'd
+            time.sleep(0.01)
+        bash = [(r.kind, r.text) for r in permissions.settings_flag_rules(str(proc.pid))]
+        read = [(r.kind, r.text) for r in permissions.settings_flag_rules(str(proc.pid), "Read")]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert bash == [("deny", "Bash(rm:*)"), ("ask", "Bash(curl:*)")]
+    assert read == [("deny", "Read(.env)")]
+
+
+@pytest.mark.parametrize("command", [
+    "sudo rm -rf x", "sudo -u root rm x", "command rm x", "builtin exec rm x", "exec rm x",
+    "env FOO=1 rm x", "env -u HOME rm x", "nohup rm x", "time rm x", "nice -n 5 rm x",
+    "timeout -s KILL 5 rm x", "xargs rm < list", "setsid rm x", "sudo env X=1 nice rm x",
+])
+def test_deny_rules_see_through_wrappers(command: str) -> None:
+    assert judge(command, [("deny", "Bash(rm:*)")], "bypassPermissions") == "deny"
+
+
+def test_wrappers_do_not_widen_allow_rules() -> None:
+    assert judge("command -v rm", [("deny", "Bash(rm:*)")], "bypassPermissions") == "allow"
+    assert judge("sudo make", [("allow", "Bash(make:*)")]) == "ask"

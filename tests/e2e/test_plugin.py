@@ -220,3 +220,16 @@ def test_gc_after_the_client_exited(claude_env: ClaudeEnv, project_dir: Path) ->
     report = json.loads(done.stdout)
     assert report["removed"] == [idle.session_id], done.stdout
     assert [k["id"] for k in report["kept"]] == [busy.session_id]
+
+
+def test_ask_names_the_original_command(claude_env: ClaudeEnv, project_dir: Path) -> None:
+    result = run(claude_env, project_dir, [Bash("touch asked.txt"), "done"],
+                 permission_mode="default")
+    (tool,) = result.tool_results()
+    # -p cannot prompt: the call is refused, with the hook's reason as the tool result
+    assert tool.is_error and "runs `touch asked.txt` in the sandbox" in tool.content, \
+        result.describe()
+    # the denial records the wrapped input; the debug log the reason with the original
+    assert "overlay_enter.sh" in result.permission_denials[0]["tool_input"]["command"]
+    assert "returned permissionDecision: ask (reason: workspace: runs `touch asked.txt`" \
+        in result.debug_log
