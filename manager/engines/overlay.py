@@ -72,7 +72,7 @@ class OverlayEngine:
         sandbox = session.sandbox
         idle = str(self.config["overlay.idle_timeout_hours"] * 3600)
         argv = ["unshare", "--user", "--map-root-user", "--mount", "--",
-                sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), idle]
+                sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), idle, session.project]
         log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

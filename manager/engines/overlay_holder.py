@@ -17,14 +17,21 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from manager.engines.overlay_watch import Watch
 
 PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
+STALE_POLL = 0.1       # while calls still run in a stale holder
+HOLDER_PID = "holder.pid"
 
 
 def mount_points() -> list[tuple[str, str]]:
@@ -211,11 +218,22 @@ def others_in_namespace() -> bool:
     return False
 
 
-def wait(session_fd: int, idle_seconds: float) -> None:
+def wait(session_fd: int, idle_seconds: float, watch: Watch | None) -> None:
+    """Until the session is gone, idle, or stale (the real project changed)."""
+    poll = min(POLL_SECONDS, max(idle_seconds / 2, 0.5))
+    stale = False
     while True:
-        time.sleep(min(POLL_SECONDS, max(idle_seconds / 2, 0.5)))
+        readable = [watch.fd] if watch and not stale else []
+        if readable:
+            ready, _, _ = select.select(readable, [], [], poll)
+            stale = bool(ready) and watch is not None and watch.drain()
+        else:
+            time.sleep(STALE_POLL if stale else poll)
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
+            return
+        if stale and not others_in_namespace():
+            _retire(session_fd)
             return
         try:
             last = os.stat("last-used", dir_fd=session_fd).st_mtime
@@ -223,6 +241,41 @@ def wait(session_fd: int, idle_seconds: float) -> None:
             last = st.st_mtime
         if time.time() - last > idle_seconds and not others_in_namespace():
             return
+
+
+def _retire(session_fd: int) -> None:
+    """Stop new calls from entering (they start a fresh holder) before exiting."""
+    try:
+        with open(HOLDER_PID, encoding="ascii", opener=lambda p, f: os.open(p, f, dir_fd=session_fd)) as f:
+            mine = f.read().split()[:1] == [str(os.getpid())]
+        if mine:
+            os.unlink(HOLDER_PID, dir_fd=session_fd)
+    except (OSError, ValueError):
+        pass
+
+
+def _watch_class() -> type[Watch]:
+    # Run as a script with -I, the holder has only its own directory to import from.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import overlay_watch  # type: ignore[import-not-found,unused-ignore]
+
+    cls: type[Watch] = overlay_watch.Watch
+    return cls
+
+
+def _watch(project: str, log: list[str]) -> Watch | None:
+    if not project or not os.path.isdir(project):
+        return None
+    try:
+        watch = _watch_class()(project)
+        watch.add_tree()
+    except OSError as exc:
+        log.append(f"{project}: cannot watch for outside changes ({exc}); restart the session "
+                   "(workspace discard or SessionEnd) to see them")
+        return None
+    if not watch.complete:
+        log.append(f"{project}: watching the first {watch.count} directories for outside changes")
+    return watch
 
 
 def _copy(real: str, copy: Path) -> bool:
@@ -248,12 +301,14 @@ def _record_scaffold(sandbox: Path, created: list[str]) -> None:
 def main(argv: list[str]) -> int:
     sandbox = Path(argv[0])
     idle_seconds = float(argv[1])
+    project = argv[2] if len(argv) > 2 else ""
     builder = Builder(sandbox)
     try:
         builder.build()
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
         return 1
+    watch = _watch(project, builder.log)
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
@@ -263,7 +318,7 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)
-    wait(session_fd, idle_seconds)
+    wait(session_fd, idle_seconds, watch)
     return 0
 
 

@@ -114,3 +114,42 @@ def test_try_summary_reads_our_sandbox(ws, project: Path):
     proc = subprocess.run(["try", "summary", str(_session(project).sandbox)],
                           capture_output=True, text=True)
     assert f"{project}/for-try.txt (added)" in proc.stdout
+
+
+def _wait_until(predicate, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)
+
+
+def test_outside_changes_to_the_project_are_seen(ws, project: Path):
+    """overlayfs caches lookups; the holder retires when the real project changes."""
+    (project / "f").write_text("v1\n")
+    assert ws("run", "--", "sh", "-c", "cat f; cat g 2>/dev/null; true", check=True).stdout == "v1\n"
+    pid = overlay.holder_pid(_session(project).sandbox)
+    (project / "f.tmp").write_text("v2\n")
+    os.replace(project / "f.tmp", project / "f")   # an editor's atomic save
+    (project / "g").write_text("new\n")             # a file the sandbox looked for before
+    _wait_until(lambda: overlay.holder_pid(_session(project).sandbox) != pid)
+    assert ws("run", "--", "cat", "f", "g", check=True).stdout == "v2\nnew\n"
+    (project / "g").unlink()
+    time.sleep(0.2)
+    assert ws("run", "--", "sh", "-c", "ls", check=True).stdout.split() == ["README.txt", "f"]
+
+
+def test_a_busy_holder_retires_only_when_its_calls_end(ws, project: Path, tmp_path: Path):
+    ws("run", "--", "true", check=True)
+    sandbox = _session(project).sandbox
+    pid = overlay.holder_pid(sandbox)
+    runner = subprocess.Popen(_entry(project, "touch started; sleep 2"))
+    try:
+        _wait_until(lambda: (sandbox / "upperdir" / str(project)[1:] / "started").exists())
+        (project / "outside").write_text("x")
+        time.sleep(0.5)
+        assert overlay.holder_pid(sandbox) in (pid, None)
+        assert runner.wait(timeout=30) == 0
+    finally:
+        runner.kill()
+    _wait_until(lambda: overlay.holder_pid(sandbox) is None)
+    assert ws("run", "--", "cat", "outside", check=True).stdout == "x"

@@ -1,0 +1,90 @@
+"""Notice when the real project changes under a running overlay (stdlib only).
+
+overlayfs caches lookups: once a sandboxed call has looked a path up, a file
+that appears on the real filesystem later (a new file, an editor's atomic
+save, a deletion) keeps its old answer in that mount. So the holder watches the
+real project tree with inotify and retires as soon as nothing runs in it; the
+next call starts a fresh holder, whose new mount sees the real files as they
+are. Writes made inside the sandbox go to the upper directory and never show
+up here. In-place writes need no watch: the overlay reads the same inode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_ONLYDIR = 0x01000000
+IN_ISDIR = 0x40000000
+IN_Q_OVERFLOW = 0x4000
+NAMESPACE_CHANGES = (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+                     | IN_DELETE_SELF | IN_MOVE_SELF)
+EVENT = struct.Struct("iIII")
+MAX_DIRECTORIES = 20000
+# Not watched: git rewrites its index and refs on every `git status` (passthrough
+# commands run on the real repository), and a holder restart each time would cost
+# more than the sandbox's rare reads of .git are worth.
+SKIP = {".git"}
+
+
+class Watch:
+    """inotify over a directory tree, capped; ``changed()`` after a read says if it moved."""
+
+    def __init__(self, root: str, limit: int = MAX_DIRECTORIES) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self.root = root
+        self.limit = limit
+        self.count = 0
+        self.complete = True
+
+    def add_tree(self) -> None:
+        """Watch the root and the directories below it (the holder retires on the first
+        change, so directories made later need no watch of their own)."""
+        for dirpath, dirnames, _ in os.walk(self.root):
+            if not self._add(dirpath):
+                dirnames[:] = []
+                continue
+            dirnames[:] = [d for d in dirnames if d not in SKIP]
+
+    def _add(self, path: str) -> bool:
+        if self.count >= self.limit:
+            self.complete = False
+            return False
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path),
+                                         NAMESPACE_CHANGES | IN_ONLYDIR)
+        if wd < 0:  # e.g. ENOSPC: fs.inotify.max_user_watches reached
+            self.complete = False
+            return False
+        self.count += 1
+        return True
+
+    def drain(self) -> bool:
+        """Read pending events; True when names in the tree changed."""
+        changed = False
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return changed
+            changed = changed or any(m & (NAMESPACE_CHANGES | IN_Q_OVERFLOW) for m in _masks(data))
+
+
+def _masks(data: bytes) -> list[int]:
+    masks, offset = [], 0
+    while offset + EVENT.size <= len(data):
+        _wd, mask, _cookie, length = EVENT.unpack_from(data, offset)
+        masks.append(mask)
+        offset += EVENT.size + length
+    return masks
