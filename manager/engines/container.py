@@ -26,10 +26,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager import paths
 from manager.changes import Layer
 from manager.config import Config
 from manager.engines import procs
@@ -46,9 +48,21 @@ if TYPE_CHECKING:
 ENTER_SCRIPT = Path(__file__).with_name("container_enter.sh")
 PID_FILE = "container.pid"
 LABEL = "org.workspace.session"
+# The state directory that made a container: gc only ever touches its own (engines are shared).
+STATE_LABEL = "org.workspace.state"
 CALLS_MOUNT = "/run/ws-calls"
 # Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
 UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A container some session of this state directory made."""
+
+    engine: str
+    id: str
+    name: str
+    session: str
 
 
 class ContainerEngine:
@@ -56,6 +70,7 @@ class ContainerEngine:
 
     name = "container"
     cli = ""
+    session_format = ""   # `ps --format` template printing the session label
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -108,11 +123,45 @@ class ContainerEngine:
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             container = client.container.run(
                 self.config["container.image"], detach=True, name=name, pull="never",
-                labels={LABEL: session.id, "org.workspace.project": session.project},
+                labels=self.labels(session),
                 **self.mount_options(*_mount_paths(session)), **self.limits())
             self._make_home(client, name, session)
             pid = int(container.state.pid or 0)
         (session.sandbox / PID_FILE).write_text(f"{pid} {procs.start_time(pid) if pid else 0}\n")
+
+    def labels(self, session: Session) -> dict[str, str]:
+        return {LABEL: session.id, "org.workspace.project": session.project,
+                STATE_LABEL: str(paths.state_home())}
+
+    def labelled(self) -> list[Labelled]:
+        """Containers of this state directory's sessions, running or not (for gc).
+
+        Through the CLI, not python-on-whales: gc should not pay its import.
+        An engine that is missing or does not answer has none.
+        """
+        if shutil.which(self.cli) is None:
+            return []
+        argv = [self.cli, "ps", "-a", "--filter", f"label={STATE_LABEL}={paths.state_home()}",
+                "--format", "{{.ID}} {{.Names}} " + self.session_format]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return []
+        found = []
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            parts = line.split()
+            if len(parts) == 3:
+                found.append(Labelled(self.name, *parts))
+        return found
+
+    def remove_orphan(self, found: Labelled) -> None:
+        """Remove a container whose session record is gone (its upper dir went with it)."""
+        proc = subprocess.run([self.cli, "rm", "-f", "-v", found.id], capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
+            raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
+                                 f"{proc.stderr.strip()}")
 
     def _remove_stale(self, client: DockerClient, name: str) -> None:
         """A container left from before (stopped, or its daemon restarted): replace it."""
@@ -226,6 +275,7 @@ class DockerEngine(ContainerEngine):
 
     name = "docker"
     cli = "docker"
+    session_format = '{{.Label "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         # The quotes are CSV quoting: `o=` holds commas.
@@ -240,6 +290,7 @@ class PodmanEngine(ContainerEngine):
 
     name = "podman"
     cli = "podman"
+    session_format = '{{index .Labels "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         return {"volumes": [(calls, CALLS_MOUNT),
