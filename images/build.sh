@@ -97,6 +97,7 @@ else
 fi
 
 # --- per engine: import base, build sandbox ------------------------------------------------
+mkdir -p "$CACHE"   # the logs below go there even when the rootfs step was skipped
 BASE_HASH=$ROOTFS_KEY
 SANDBOX_HASH=$( { echo "$BASE_HASH"; cat "$HERE/Containerfile"; find "$HERE" -type f ! -name build.sh -print0 | sort -z | xargs -0 cat; } | hash_of)
 for engine in $ENGINES; do

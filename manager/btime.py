@@ -13,6 +13,7 @@ import ctypes
 import os
 import platform
 
+AT_FDCWD = -100
 AT_SYMLINK_NOFOLLOW = 0x100
 STATX_BTIME = 0x800
 _SYSCALL_NR = {"x86_64": 332, "aarch64": 291}
@@ -49,8 +50,19 @@ def _statx(dir_fd: int, name: str, buf: _Statx) -> int:
                              ctypes.byref(buf)))
 
 
+# Births recorded elsewhere, by absolute path: upper dirs copied from a container engine's
+# volume were born at extraction here; their real births are the volume's (remember()).
+_remembered: dict[str, int] = {}
+
+
+def remember(births: dict[str, int]) -> None:
+    _remembered.update(births)
+
+
 def birth_ns(dir_fd: int, name: str) -> int:
     """Birth time of ``name`` in ``dir_fd`` in ns (its ctime where unknown)."""
+    if dir_fd == AT_FDCWD and name in _remembered:
+        return _remembered[name]
     buf = _Statx()
     if _statx(dir_fd, name, buf) == 0 and buf.mask & STATX_BTIME:
         stamp: _Timestamp = buf.btime

@@ -43,6 +43,10 @@ SCHEMA: dict[str, Option] = {
     "container.pids": Option(int, 0, "process limit (0: none)"),
     "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),
     "container.mount_home": Option(bool, False, "also overlay $HOME into the container"),
+    "container.upper": Option(str, "auto", "where a container session's overlay lives: host (an "
+                              "upper dir on the host), volume (a volume inside the engine, for "
+                              "engines in a VM), auto (host where it works)",
+                              ("auto", "host", "volume")),
     # Guard rails (docs/guardrails.md): the diff budget checked at Stop ...
     "budget.enabled": Option(bool, True, "check the diff budget at Stop/SubagentStop"),
     "budget.limit": Option(int, 300, "changes allowed since the baseline before Stop blocks"),

@@ -5,12 +5,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 
+from manager import config
 from manager import store
 from manager.context import Context
 from manager.engines import procs
 from manager.errors import WorkspaceError
 from manager.store import Session
+
+if TYPE_CHECKING:
+    from manager.engines.container import ContainerEngine
+    from manager.engines.container import Labelled
 
 
 def process_start(pid: int) -> int | None:
@@ -51,30 +57,80 @@ class GcReport:
     removed: list[str] = field(default_factory=list)
     kept: list[tuple[str, int]] = field(default_factory=list)   # (id, pending changes)
     errors: list[str] = field(default_factory=list)
+    # Containers removed: {"engine", "name", "session", "reason"}.
+    containers: list[dict[str, str]] = field(default_factory=list)
+
+
+CONTAINER_ENGINES = ("docker", "podman")
 
 
 def collect(dry_run: bool = False) -> GcReport:
-    from manager import review
-
     report = GcReport()
     sessions, errors = store.list_sessions()
     report.errors.extend(str(e) for e in errors)
+    stale: list[tuple[Session, Context]] = []
     for session in sessions:
         ctx = Context.load(session.project)
-        if not is_stale(session, ctx.config["gc.max_age_days"]):
-            continue
-        try:
-            pending = len(review.pending(ctx, session))
-            if pending:
-                report.kept.append((session.id, pending))
-                if not dry_run:
-                    ctx.engine(session).release(session)
-                continue
-            report.removed.append(session.id)
-            if not dry_run:
-                with store.lock(session, timeout=5):
-                    ctx.engine(session).destroy(session)
-                store.remove(session)
-        except WorkspaceError as exc:
-            report.errors.append(f"{session.id}: {exc}")
+        if is_stale(session, ctx.config["gc.max_age_days"]):
+            stale.append((session, ctx))
+    _sweep_containers(report, {s.id: ctx for s, ctx in stale}, dry_run)
+    for session, ctx in stale:
+        _collect_session(report, session, ctx, dry_run)
     return report
+
+
+def _sweep_containers(report: GcReport, stale: dict[str, Context], dry_run: bool) -> None:
+    """Remove our containers whose session is gone or stale.
+
+    Their changes are in the session's upper dir on the host, never in the
+    container (volume mode exports them first: ``release``), so nothing is lost.
+    """
+    from manager.engines import registry
+
+    for name in CONTAINER_ENGINES:
+        engine = registry.get(name)(config.load(None))
+        for found in engine.labelled():
+            try:
+                reason = _sweep_one(engine, found, stale, dry_run)
+            except WorkspaceError as exc:
+                report.errors.append(f"container {found.name}: {exc}")
+                continue
+            if reason:
+                report.containers.append({"engine": name, "name": found.name,
+                                          "session": found.session, "reason": reason})
+
+
+def _sweep_one(engine: ContainerEngine, found: Labelled, stale: dict[str, Context],
+               dry_run: bool) -> str | None:
+    """Why ``found`` goes ("session gone" or "session stale"), removing it unless dry; or None."""
+    from manager.engines import registry
+
+    if not (store.session_dir(found.session) / store.RECORD).exists():
+        if not dry_run:
+            engine.remove_orphan(found)
+        return "session gone"
+    if found.session not in stale:
+        return None
+    if not dry_run:
+        # release, not a bare removal: it refuses while calls run (and exports volume mode).
+        registry.get(found.engine)(stale[found.session].config).release(store.load(found.session))
+    return "session stale"
+
+
+def _collect_session(report: GcReport, session: Session, ctx: Context, dry_run: bool) -> None:
+    from manager import review
+
+    try:
+        pending = len(review.pending(ctx, session))
+        if pending:
+            report.kept.append((session.id, pending))
+            if not dry_run:
+                ctx.engine(session).release(session)
+            return
+        report.removed.append(session.id)
+        if not dry_run:
+            with store.lock(session, timeout=5):
+                ctx.engine(session).destroy(session)
+            store.remove(session)
+    except WorkspaceError as exc:
+        report.errors.append(f"{session.id}: {exc}")

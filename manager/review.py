@@ -12,7 +12,9 @@ from manager.store import Session
 
 
 def pending(ctx: Context, session: Session) -> list[Change]:
-    layers = ctx.engine(session).layers(session)
+    engine = ctx.engine(session)
+    engine.refresh(session)
+    layers = engine.layers(session)
     found = changes_mod.read_changes(layers, session.project_path)
     # Writes a sandboxed command made into workspace's own state are never real changes.
     state = paths.state_home()

@@ -54,6 +54,10 @@ class Engine(Protocol):
     def layers(self, session: Session) -> list[Layer]:
         """The session's upper directories and the real directories they stand over."""
 
+    def refresh(self, session: Session) -> None:
+        """Make the upper directories current before they are read (engines that keep them
+        elsewhere, e.g. in a container engine's volume, copy them back here)."""
+
     def prepare(self, session: Session) -> None:
         """Make the sandbox ready for calls (idempotent); called under the session lock."""
 

@@ -9,9 +9,19 @@ either way the engine mounts it on the host, so the container needs no
 Python on that path); creating, inspecting and removing containers goes
 through python-on-whales, imported only when needed (it costs ~150-200 ms).
 
+Volume mode (``container.upper: volume``, for engines in a VM: Docker Desktop,
+podman machine) keeps the overlay inside the engine instead: a named volume
+holds upper/ and work/, the project is bind-mounted read-only as the lower layer,
+and the container (with ``CAP_SYS_ADMIN``, dropped again for the calls) mounts
+the overlay itself. ``upper/`` on the host is then a copy: the volume's upper is
+exported into it as a tar stream (:mod:`manager.tarstream`) for review and on
+``release``, and pushed into a fresh volume when the next container starts.
+The ``volume`` mark says which side holds the truth: while it exists, the volume.
+
 Sandbox layout::
 
     upper/ work/        the overlay's upper and work directories (work is the kernel's)
+    volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
     container.pid       "PID START" of the container's init on the host (the lean path's check)
     container.lock      flock held while a container is created or removed
@@ -20,16 +30,19 @@ Sandbox layout::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager import paths
 from manager.changes import Layer
 from manager.config import Config
 from manager.engines import procs
@@ -38,6 +51,7 @@ from manager.engines.base import RunRequest
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
+from manager.fsutil import write_json_atomic
 from manager.store import Session
 
 if TYPE_CHECKING:
@@ -46,9 +60,31 @@ if TYPE_CHECKING:
 ENTER_SCRIPT = Path(__file__).with_name("container_enter.sh")
 PID_FILE = "container.pid"
 LABEL = "org.workspace.session"
+# The state directory that made a container: gc only ever touches its own (engines are shared).
+STATE_LABEL = "org.workspace.state"
 CALLS_MOUNT = "/run/ws-calls"
+VOLUME_MARK = "volume"
+BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the volume}
+VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
+LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
+# Tar options both ways: whiteouts are char devices, opaque dirs carry trusted.overlay.opaque.
+TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*"]
+# What the container needs to mount its own overlay: the capability, and no LSM veto
+# (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
+VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
+                   "security_options": ["apparmor=unconfined", "label=disable"]}
 # Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
 UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A container some session of this state directory made."""
+
+    engine: str
+    id: str
+    name: str
+    session: str
 
 
 class ContainerEngine:
@@ -56,6 +92,7 @@ class ContainerEngine:
 
     name = "container"
     cli = ""
+    session_format = ""   # `ps --format` template printing the session label
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -75,6 +112,7 @@ class ContainerEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
+        _remember_births(session.sandbox / BIRTHS)
         return [Layer(upper=session.sandbox / "upper", target=session.project_path)]
 
     def container_name(self, session: Session) -> str:
@@ -101,18 +139,185 @@ class ContainerEngine:
                                     hint="unset it; only the project is overlaid")
         client = self.client()
         name = self.container_name(session)
+        volume = self.upper_mode(session) == "volume"
         with self._engine_errors(session):
             self._remove_stale(client, name)
             self._require_image(client)
             for sub in ("upper", "work", "calls"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
+            fresh = volume and self._make_volume(client, session)
+            if not volume:   # the host overlay makes real births from now on
+                (session.sandbox / BIRTHS).unlink(missing_ok=True)
+            options = self.volume_options(session) if volume else \
+                self.mount_options(*_mount_paths(session))
             container = client.container.run(
                 self.config["container.image"], detach=True, name=name, pull="never",
-                labels={LABEL: session.id, "org.workspace.project": session.project},
-                **self.mount_options(*_mount_paths(session)), **self.limits())
+                labels=self.labels(session), **options, **self.limits())
+            if volume:
+                self._fill_volume(session, fresh)
             self._make_home(client, name, session)
             pid = int(container.state.pid or 0)
-        (session.sandbox / PID_FILE).write_text(f"{pid} {procs.start_time(pid) if pid else 0}\n")
+        start = procs.start_time(pid) if pid else None
+        # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
+        (session.sandbox / PID_FILE).write_text(f"{pid if start else 0} {start or 0}\n")
+
+    # -- volume mode ----------------------------------------------------------
+
+    def upper_mode(self, session: Session) -> str:
+        """"host" or "volume" for the session's next container."""
+        if (session.sandbox / VOLUME_MARK).exists():
+            return "volume"   # its volume holds changes not exported yet
+        wanted = str(self.config["container.upper"])
+        if wanted != "auto":
+            return wanted
+        from manager.engines import container_probe
+
+        return "host" if container_probe.host_overlay_works(self) else "volume"
+
+    def volume_name(self, session: Session) -> str:
+        return f"workspace-{session.id}"
+
+    def _make_volume(self, client: DockerClient, session: Session) -> bool:
+        """The session's volume; True when made afresh (so the host's upper must fill it)."""
+        name = self.volume_name(session)
+        if (session.sandbox / VOLUME_MARK).exists():
+            if client.volume.exists(name):
+                return False
+            # Lost (removed by hand): what it held since the last export is gone.
+            print(f"workspace: volume {name} of session {session.id} is gone; continuing "
+                  f"from the last exported changes", file=sys.stderr)
+            (session.sandbox / VOLUME_MARK).unlink()
+        if client.volume.exists(name):   # left over, never marked: stale by definition
+            client.volume.remove(name)
+        client.volume.create(name, labels=self.labels(session))
+        return True
+
+    def volume_options(self, session: Session) -> dict[str, Any]:
+        project, _, _, calls = _mount_paths(session)
+        return {"volumes": [(self.volume_name(session), VOLUME_MOUNT),
+                            (project, LOWER_MOUNT, "ro"), (calls, CALLS_MOUNT)],
+                **VOLUME_SECURITY}
+
+    def _fill_volume(self, session: Session, fresh: bool) -> None:
+        """Push the host's upper into a fresh volume (then mark it), and mount the overlay."""
+        name = self.container_name(session)
+        if fresh:
+            self._push_upper(session)
+            (session.sandbox / VOLUME_MARK).write_text(self.volume_name(session) + "\n")
+        mount = ('mkdir -p "$1" && mount -t overlay overlay -o '
+                 f'lowerdir={LOWER_MOUNT},upperdir={VOLUME_MOUNT}/upper,'
+                 f'workdir={VOLUME_MOUNT}/work "$1"')
+        proc = self._exec_root(name, ["sh", "-c", mount, "sh", session.project])
+        if proc.returncode != 0:
+            raise EngineUnavailable(
+                f"the container of session {session.id} cannot mount its overlay: "
+                f"{proc.stderr.decode(errors='replace').strip()}",
+                hint="volume mode needs CAP_SYS_ADMIN in the container and overlayfs in the "
+                     "engine's kernel (see docs/containers.md); or set container.upper: host")
+
+    def _push_upper(self, session: Session) -> None:
+        from manager import tarstream
+
+        argv = self._exec_argv(self.container_name(session), [
+            "sh", "-c", f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && '
+                        f'chmod 700 {VOLUME_MOUNT} && exec tar -C {VOLUME_MOUNT}/upper '
+                        f'{" ".join(TAR_FLAGS)} -xpf -'], stdin=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stderr is not None
+        try:
+            tarstream.pack(session.sandbox / "upper", proc.stdin)
+        finally:
+            proc.stdin.close()
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise EngineUnavailable(f"could not fill the volume of session {session.id}: "
+                                    f"{err.decode(errors='replace').strip()}")
+
+    def export_upper(self, session: Session) -> None:
+        """Replace the host's ``upper/`` with the volume's (a running container's) upper."""
+        from manager import tarstream
+
+        scratch = session.sandbox / "upper.export"
+        _rmtree(scratch)
+        # Birth times go along (the conflict check compares them with the real files' ctimes);
+        # the copies made here are born now.
+        # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
+        script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -mindepth 1 -exec stat --printf '
+                  f'"%.9W %n\\0" {{}} +) >births && exec tar {" ".join(TAR_FLAGS)} '
+                  '-cf - births upper')
+        argv = self._exec_argv(self.container_name(session), ["sh", "-c", script])
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdout is not None
+        side: dict[str, bytes] = {}
+        try:
+            side = tarstream.unpack(proc.stdout, scratch, root="upper")
+        finally:
+            _, err = proc.communicate()
+        if proc.returncode != 0:
+            _rmtree(scratch)
+            raise EngineUnavailable(f"could not export the changes of session {session.id}: "
+                                    f"{err.decode(errors='replace').strip()}",
+                                    hint="they are still in the engine's volume "
+                                         f"{self.volume_name(session)}; rerun once it works")
+        _swap(scratch, session.sandbox / "upper")
+        births = _parse_births(side.get("births", b""), session.sandbox / "upper")
+        write_json_atomic(session.sandbox / BIRTHS, births)
+
+    def refresh(self, session: Session) -> None:
+        """Bring the host's copy of the changes up to date (volume mode) before they are read."""
+        if not (session.sandbox / VOLUME_MARK).exists():
+            return
+        try:
+            self.prepare(session)
+            with self._lock(session):
+                self.export_upper(session)
+        except WorkspaceError as exc:
+            print(f"workspace: showing the changes exported last; {exc}", file=sys.stderr)
+
+    def _exec_argv(self, name: str, argv: list[str], stdin: bool = False) -> list[str]:
+        return [self.cli_path(), "exec", *(["-i"] if stdin else []), "-u", "0", name, *argv]
+
+    def _exec_root(self, name: str, argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(self._exec_argv(name, argv), capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=120)
+
+    def labels(self, session: Session) -> dict[str, str]:
+        return {LABEL: session.id, "org.workspace.project": session.project,
+                STATE_LABEL: str(paths.state_home())}
+
+    def labelled(self) -> list[Labelled]:
+        """Containers of this state directory's sessions, running or not (for gc).
+
+        Through the CLI, not python-on-whales: gc should not pay its import.
+        An engine that is missing or does not answer has none.
+        """
+        if shutil.which(self.cli) is None:
+            return []
+        argv = [self.cli, "ps", "-a", "--filter", f"label={STATE_LABEL}={paths.state_home()}",
+                "--format", "{{.ID}} {{.Names}} " + self.session_format]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return []
+        found = []
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            parts = line.split()
+            if len(parts) == 3:
+                found.append(Labelled(self.name, *parts))
+        return found
+
+    def remove_orphan(self, found: Labelled) -> None:
+        """Remove a container whose session record is gone (its upper dir went with it)."""
+        proc = subprocess.run([self.cli, "rm", "-f", "-v", found.id], capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
+            raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
+                                 f"{proc.stderr.strip()}")
+        # Volume mode's volume: its session is gone, so nothing can read it any more.
+        subprocess.run([self.cli, "volume", "rm", f"workspace-{found.session}"],
+                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def _remove_stale(self, client: DockerClient, name: str) -> None:
         """A container left from before (stopped, or its daemon restarted): replace it."""
@@ -202,18 +407,27 @@ class ContainerEngine:
                 f"commands are still running in session {session.id} "
                 f"(calls {', '.join(busy)})",
                 hint="wait for them to finish or stop them, then try again")
+        if (session.sandbox / VOLUME_MARK).exists():
+            self.prepare(session)   # a container to export through (the old one may be gone)
         with self._lock(session):
+            if (session.sandbox / VOLUME_MARK).exists():
+                self.export_upper(session)
+                (session.sandbox / VOLUME_MARK).unlink()
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
 
     def _remove(self, session: Session) -> None:
         from python_on_whales.exceptions import NoSuchContainer
+        from python_on_whales.exceptions import NoSuchVolume
 
-        with self._engine_errors(session), contextlib.suppress(NoSuchContainer):
-            # -v: the overlay's volume record goes too; the upper dir stays.
-            self.client().container.remove(self.container_name(session), force=True,
-                                           volumes=True)
+        client = self.client()
+        with self._engine_errors(session):
+            with contextlib.suppress(NoSuchContainer):
+                # -v: the overlay's volume record goes too; the upper dir stays.
+                client.container.remove(self.container_name(session), force=True, volumes=True)
+            with contextlib.suppress(NoSuchVolume):   # volume mode: exported by now
+                client.volume.remove(self.volume_name(session))
 
     def destroy(self, session: Session) -> None:
         self.release(session)
@@ -226,6 +440,7 @@ class DockerEngine(ContainerEngine):
 
     name = "docker"
     cli = "docker"
+    session_format = '{{.Label "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         # The quotes are CSV quoting: `o=` holds commas.
@@ -240,6 +455,7 @@ class PodmanEngine(ContainerEngine):
 
     name = "podman"
     cli = "podman"
+    session_format = '{{index .Labels "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         return {"volumes": [(calls, CALLS_MOUNT),
@@ -256,6 +472,52 @@ def _mount_paths(session: Session) -> tuple[str, str, str, str]:
                 "carry ',', ':', '\"' or '\\' in a path",
                 hint="use a path without them (e.g. through a symlink) or the overlay engine")
     return paths
+
+
+def _parse_births(raw: bytes, upper: Path) -> dict[str, int]:
+    """``stat --printf "%.9W %n\\0"`` output (names ./REL) as {absolute host path: ns}.
+
+    Unknown births (0 or -1) are skipped: the copy's own time stands in.
+    """
+    births: dict[str, int] = {}
+    for record in raw.split(b"\0"):
+        stamp, _, name = record.partition(b" ")
+        sec, _, frac = stamp.decode(errors="replace").partition(".")
+        rel = name.removeprefix(b"./")
+        if rel and sec.isdigit() and int(sec) > 0 and (frac.isdigit() or not frac):
+            births[str(upper / os.fsdecode(rel))] = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
+    return births
+
+
+def _remember_births(path: Path) -> None:
+    """Volume mode: the host's copies were born at export; the conflict check needs the real
+    births (``btime``)."""
+    from manager import btime
+
+    with contextlib.suppress(OSError, ValueError):
+        btime.remember(json.loads(path.read_text()))
+
+
+def _rmtree(path: Path) -> None:
+    """Remove a copied upper dir, read-only directories included."""
+    if not path.exists():
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                with contextlib.suppress(OSError):
+                    os.chmod(full, 0o700)
+    shutil.rmtree(path)
+
+
+def _swap(new: Path, current: Path) -> None:
+    old = current.with_name(current.name + ".old")
+    _rmtree(old)
+    if current.exists():
+        current.rename(old)
+    new.rename(current)
+    _rmtree(old)
 
 
 def _inside(path: Path, root: Path) -> bool:

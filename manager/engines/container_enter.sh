@@ -91,10 +91,14 @@ __ws_cmd=$2
 set --
 unset m
 eval "unset __ws_cmd; $__ws_cmd"'
+# Volume mode: the container holds CAP_SYS_ADMIN for its own overlay mount; a call running as
+# root drops it, so it can neither unmount the overlay nor remount the read-only project.
+drop=()
+[[ ${U%%:*} == 0 && -e $S/volume ]] && drop=(setpriv --bounding-set -sys_admin --)
 exec 3<&0
 (trap '' INT TERM HUP QUIT
  exec "$CLI" exec -i -u "$U" "${envs[@]}" "$CTR" ws-exec --id "$id" --host-pid $$ -- \
-     /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT") <&3 3<&- 8>&- &
+     "${drop[@]}" /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT") <&3 3<&- 8>&- &
 client=$!
 exec 3<&-
 sleeper=

@@ -6,12 +6,16 @@ Driven through the engine's CLI (not python-on-whales): these run on every
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from manager import paths
 from manager.engines.base import Check
 
 if TYPE_CHECKING:
@@ -142,3 +146,39 @@ def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
     for volume in options.get("volumes", []):
         argv += ["-v", ":".join(volume)]
     return argv
+
+
+# -- container.upper: auto ------------------------------------------------------
+
+
+def host_overlay_works(engine: ContainerEngine) -> bool:
+    """Whether the engine is local Linux and mounts overlays over host dirs (cached per kernel).
+
+    ``auto`` asks this when it creates a container: the probe runs a container
+    (~0.3 s), so its answer is kept in the state directory.
+    """
+    if sys.platform != "linux" or _remote(engine.cli):
+        return False
+    cache = paths.state_home() / f"probe-{engine.cli}-overlay-{platform.release()}"
+    if cache.exists():
+        return True
+    root = Path(tempfile.mkdtemp(prefix="workspace-probe-"))
+    try:
+        ok = _overlay_in(engine, engine.cli, engine.config["container.image"], root).ok
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if ok:   # a failure may be passing (daemon restarting): ask again next time
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("ok\n")
+    return ok
+
+
+def _remote(cli: str) -> bool:
+    """The engine runs elsewhere (a VM, another machine): host paths are not its paths."""
+    host = os.environ.get("DOCKER_HOST" if cli == "docker" else "CONTAINER_HOST", "")
+    if host and not host.startswith("unix://"):
+        return True
+    argv = ([cli, "info", "--format", "{{.OperatingSystem}}"] if cli == "docker"
+            else [cli, "info", "--format", "{{.Host.ServiceIsRemote}}"])
+    rc, text = _call(argv, timeout=15)
+    return rc == 0 and ("Docker Desktop" in text or text == "true")

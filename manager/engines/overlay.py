@@ -56,6 +56,9 @@ class OverlayEngine:
 
     # -- sandbox ------------------------------------------------------------
 
+    def refresh(self, session: Session) -> None:
+        """The upper dirs are the live ones: nothing to bring up to date."""
+
     def layers(self, session: Session) -> list[Layer]:
         try:
             scaffold = frozenset(json.loads((session.sandbox / "scaffold.json").read_text()))

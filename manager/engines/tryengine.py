@@ -51,6 +51,9 @@ class TryEngine:
 
     # -- sandbox ------------------------------------------------------------
 
+    def refresh(self, session: Session) -> None:
+        """The upper dirs are the live ones: nothing to bring up to date."""
+
     def layers(self, session: Session) -> list[Layer]:
         return [Layer(upper=session.sandbox / "upperdir", target=Path("/"),
                       scaffold=scaffold())]

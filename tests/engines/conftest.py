@@ -18,9 +18,17 @@ from manager import store
 from manager.engines import registry
 from manager.errors import EngineUnavailable
 
-ENGINES = ["overlay", "try", "podman", "docker"]
+ENGINES = ["overlay", "try", "podman", "docker", "docker-volume"]
 MAY_SKIP_IN_CI = {"try"}
 CONTAINER_ENGINES = {"podman", "docker"}
+# "<engine>-volume": a container engine in volume mode (container.upper: volume), which hosts
+# that cannot hold an overlay use; forced here, where the host mode works too.
+VOLUME_SUFFIX = "-volume"
+
+
+def engine_cli(name: str) -> str:
+    """The engine a parametrisation id runs ("docker-volume" -> "docker")."""
+    return name.removesuffix(VOLUME_SUFFIX)
 SYSTEM_ENGINES = ["overlay", "try"]  # container engines overlay only the project
 
 
@@ -32,12 +40,16 @@ def _unavailable(name: str) -> str | None:
 
 
 def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    reason = _unavailable(name)
+    engine = engine_cli(name)
+    reason = _unavailable(engine)
     if reason:
-        if os.environ.get("CI") and name not in MAY_SKIP_IN_CI:
+        if os.environ.get("CI") and engine not in MAY_SKIP_IN_CI:
             pytest.fail(f"engine {name} must run in CI: {reason}")
         pytest.skip(f"engine {name} unavailable here: {reason}")
-    monkeypatch.setenv("WORKSPACE_ENGINE", name)
+    monkeypatch.setenv("WORKSPACE_ENGINE", engine)
+    if engine in CONTAINER_ENGINES:   # explicit: auto would probe once per test's state dir
+        upper = "volume" if name.endswith(VOLUME_SUFFIX) else "host"
+        monkeypatch.setenv("WORKSPACE_CONTAINER__UPPER", upper)
     return name
 
 
@@ -45,12 +57,12 @@ def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
 def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = _use(request.param, monkeypatch)
     yield name
-    if name in CONTAINER_ENGINES:
-        _remove_containers(name)
+    if engine_cli(name) in CONTAINER_ENGINES:
+        _remove_containers(engine_cli(name))
 
 
 def _remove_containers(cli: str) -> None:
-    """The test's session containers (one per session, reused across its calls)."""
+    """The test's session containers (one per session, reused across its calls) and volumes."""
     sessions, _ = store.list_sessions()
     for session in sessions:
         label = f"label=org.workspace.session={session.id}"
@@ -58,6 +70,7 @@ def _remove_containers(cli: str) -> None:
                              capture_output=True, text=True).stdout.split()
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
+        subprocess.run([cli, "volume", "rm", f"workspace-{session.id}"], capture_output=True)
 
 
 @pytest.fixture(params=SYSTEM_ENGINES)

@@ -83,10 +83,45 @@ def test_gc_removes_the_container_and_keeps_the_changes(ws, project: Path, engin
     session = current(project)
     monkeypatch.setenv("WORKSPACE_GC__MAX_AGE_DAYS", "0")
     time.sleep(0.05)
-    out = ws("gc", check=True).stdout
-    assert f"kept {session.id}" in out
+    report = json.loads(ws("gc", "--json", check=True).stdout)
+    assert report["kept"] == [{"id": session.id, "pending": 1}]
+    assert report["containers"] == [{"engine": engine_name, "name": f"workspace-{session.id}",
+                                     "session": session.id, "reason": "session stale"}]
     assert containers(engine_name, session.id) == []
     assert status(ws) == {str(project / "kept.txt"): "added"}
+
+
+def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, engine_name: str):
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    store.remove(session)   # the record goes; its container is left behind
+    expected = {"engine": engine_name, "name": f"workspace-{session.id}",
+                "session": session.id, "reason": "session gone"}
+    dry = json.loads(ws("gc", "--json", "--dry-run", check=True).stdout)
+    assert dry["containers"] == [expected] and containers(engine_name, session.id)
+    out = ws("gc", check=True).stdout
+    assert f"removed container workspace-{session.id} ({engine_name}, session gone" in out
+    assert containers(engine_name, session.id) == []
+
+
+def test_gc_leaves_live_sessions_and_other_state_dirs_alone(ws, project: Path, tmp_path: Path,
+                                                            engine_name: str):
+    ws("run", "--", "true", check=True)
+    session = current(project)
+    # A container another state directory (another user, another test run) made.
+    foreign = subprocess.run(
+        [engine_name, "run", "-d", "--network", "none",
+         "--label", "org.workspace.session=ws-elsewhere",
+         "--label", f"org.workspace.state={tmp_path / 'other-state'}",
+         config.load(None)["container.image"]],
+        capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        report = json.loads(ws("gc", "--json", check=True).stdout)
+        assert report["containers"] == []
+        assert len(containers(engine_name, session.id, running_only=True)) == 1
+        assert subprocess.run([engine_name, "inspect", foreign], capture_output=True).returncode == 0
+    finally:
+        subprocess.run([engine_name, "rm", "-f", foreign], capture_output=True)
 
 
 def test_missing_image_names_the_fix(ws, engine_name: str, monkeypatch: pytest.MonkeyPatch):

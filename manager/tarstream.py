@@ -1,0 +1,182 @@
+"""Upper directories as tar streams, for engines that keep them out of the host's reach.
+
+The container engines' volume mode holds a session's upper directory inside the
+engine (a named volume, possibly in a VM). :func:`unpack` turns the stream the
+container's GNU tar writes (``--xattrs``, PAX ``SCHILY.xattr.*`` records) back
+into an upper directory the change model reads: whiteouts stay char 0/0 devices
+(or, where mknod is refused, empty files marked ``user.overlay.whiteout``) and
+opaque directories keep their mark (``trusted.overlay.opaque`` as root, else
+``user.overlay.opaque``). :func:`pack` is the way back.
+
+The stream comes from inside the sandbox, so it is untrusted: names must stay
+below the destination, nothing is written through a symlink, and no entry
+replaces another.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+from typing import TYPE_CHECKING
+from typing import Any
+
+from manager.changes import is_opaque
+from manager.changes import is_whiteout
+from manager.errors import WorkspaceError
+
+if TYPE_CHECKING:
+    from _typeshed import StrOrBytesPath
+
+XATTR_PREFIX = "SCHILY.xattr."
+TRUSTED_OPAQUE = "trusted.overlay.opaque"
+USER_OPAQUE = "user.overlay.opaque"
+USER_WHITEOUT = "user.overlay.whiteout"
+
+
+class UnsafeEntry(WorkspaceError):
+    pass
+
+
+class _UpperTar(tarfile.TarFile):
+    """Extraction that keeps overlay whiteouts and opaque marks."""
+
+    def makedev(self, tarinfo: tarfile.TarInfo, targetpath: StrOrBytesPath) -> None:
+        if tarinfo.ischr() and tarinfo.devmajor == 0 and tarinfo.devminor == 0:
+            make_whiteout(os.fsdecode(targetpath))
+        else:
+            super().makedev(tarinfo, targetpath)
+
+    def makedir(self, tarinfo: tarfile.TarInfo, targetpath: StrOrBytesPath) -> None:
+        super().makedir(tarinfo, targetpath)
+        if tarinfo.pax_headers.get(XATTR_PREFIX + TRUSTED_OPAQUE) == "y" or \
+                tarinfo.pax_headers.get(XATTR_PREFIX + USER_OPAQUE) == "y":
+            set_opaque(os.fsdecode(targetpath))
+
+
+def make_whiteout(path: str) -> None:
+    """A char 0/0 device; without the privilege, the xattr form overlayfs also reads."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+    except PermissionError:
+        with open(path, "x"):
+            pass
+        os.setxattr(path, USER_WHITEOUT, b"y", follow_symlinks=False)
+
+
+def set_opaque(path: str) -> None:
+    name = TRUSTED_OPAQUE if os.geteuid() == 0 else USER_OPAQUE
+    os.setxattr(path, name, b"y", follow_symlinks=False)
+
+
+SIDE_LIMIT = 64 << 20   # bytes a side file (e.g. birth times) may hold
+
+
+def unpack(stream: IO[bytes], dest: Path, root: str = ".") -> dict[str, bytes]:
+    """Extract the upper directory ``root`` of a tar stream into the empty directory ``dest``.
+
+    Other regular files at the top of the stream (a stream made with ``-C DIR upper
+    births``) are side files: returned by name, never written.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    side: dict[str, bytes] = {}
+    with _UpperTar.open(fileobj=stream, mode="r|") as tar:
+        def keep(member: tarfile.TarInfo, _path: str) -> tarfile.TarInfo | None:
+            name = _safe_name(member.name)
+            inside, rel = _below(name, root)
+            if not inside:
+                _side_file(tar, member, name, side)
+                return None
+            return _checked(member, rel, root, dest)
+        tar.extractall(dest, filter=keep)
+    return side
+
+
+def _below(name: str | None, root: str) -> tuple[bool, str | None]:
+    """(inside ``root``, ``name`` relative to it: None for the root itself)."""
+    if root == ".":
+        return True, name
+    if name == root:
+        return True, None
+    if name is not None and name.startswith(root + "/"):
+        return True, name[len(root) + 1:]
+    return False, None
+
+
+def _side_file(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str | None,
+               side: dict[str, bytes]) -> None:
+    if name is None or "/" in name or not member.isreg() or member.size > SIDE_LIMIT:
+        raise UnsafeEntry(f"upper stream: unexpected entry {member.name!r}")
+    data = tar.extractfile(member)
+    side[name] = data.read() if data is not None else b""
+
+
+def _checked(member: tarfile.TarInfo, name: str | None, root: str,
+             dest: Path) -> tarfile.TarInfo | None:
+    if name is None:
+        return None   # the root itself
+    target = dest / name
+    _no_links_above(dest, name)
+    if os.path.lexists(target):
+        raise UnsafeEntry(f"upper stream: {member.name!r} appears twice")
+    if member.islnk():
+        inside, link = _below(_safe_name(member.linkname), root)
+        if not inside or link is None or not (dest / link).is_file() or \
+                (dest / link).is_symlink():
+            raise UnsafeEntry(f"upper stream: bad hard link {member.name!r}")
+        _no_links_above(dest, link)
+        member.linkname = link
+    member.name = name
+    return member
+
+
+def _safe_name(raw: str) -> str | None:
+    parts = [p for p in raw.split("/") if p not in ("", ".")]
+    if raw.startswith("/") or ".." in parts:
+        raise UnsafeEntry(f"upper stream: unsafe name {raw!r}")
+    return "/".join(parts) or None
+
+
+def _no_links_above(dest: Path, name: str) -> None:
+    current = dest
+    for part in name.split("/")[:-1]:
+        current = current / part
+        if current.is_symlink() or (current.exists() and not current.is_dir()):
+            raise UnsafeEntry(f"upper stream: {name!r} would be written through {current}")
+
+
+def pack(upper: Path, stream: IO[bytes]) -> None:
+    """Write ``upper`` as a tar stream the container's GNU tar extracts (as root)."""
+    with tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for path, arcname in _entries(upper):
+            info = _info(tar, path, arcname)
+            if info.isreg():
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+
+
+def _entries(root: Path) -> Iterator[tuple[Path, str]]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, root)
+        for name in sorted(dirnames + filenames):
+            yield Path(dirpath, name), name if rel == "." else f"{rel}/{name}"
+
+
+def _info(tar: tarfile.TarFile, path: Path, arcname: str) -> tarfile.TarInfo:
+    st = os.lstat(path)
+    info = tar.gettarinfo(str(path), arcname)
+    if is_whiteout(path, st):
+        info.type, info.size, info.devmajor, info.devminor = tarfile.CHRTYPE, 0, 0, 0
+        info.mode = 0
+    elif stat.S_ISDIR(st.st_mode) and is_opaque(path):
+        headers: dict[str, Any] = dict(info.pax_headers)
+        headers[XATTR_PREFIX + TRUSTED_OPAQUE] = "y"
+        info.pax_headers = headers
+    return info
+
