@@ -19,6 +19,7 @@ State under the session's ``checkpoints`` key::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -234,6 +235,23 @@ def gc(shadow: Shadow, now: bool = False) -> None:
     git = shadow.store()
     git.run("repack", "-a", "-d", "-l", "-q")
     git.run("prune", "--expire=now" if now else "--expire=1.hour.ago")
+    _clean_tmp(shadow, time.time() - 3600)
+
+
+# Per-process scratch files in the store's tmp/ (index-cache.* are kept: one per work tree).
+_SCRATCH = ("index.", "cache.", "note.", "blob.")
+
+
+def _clean_tmp(shadow: Shadow, cutoff: float) -> None:
+    """Scratch files left by killed processes (and leaked cache links of earlier releases).
+
+    Only old ones: a concurrent snapshot may be using a new one right now (ctime: a
+    fresh hard link to an old index counts as new).
+    """
+    for path in shadow.tmp.glob("*") if shadow.tmp.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if path.name.startswith(_SCRATCH) and path.lstat().st_ctime < cutoff:
+                path.unlink()
 
 
 def stale_streams(shadow: Shadow, max_age_days: float, alive_ids: set[str]) -> list[str]:

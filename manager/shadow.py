@@ -11,9 +11,11 @@ worktrees share it. Git never looks inside it: its refs are not under
 
 It borrows the user's objects (``GIT_ALTERNATE_OBJECT_DIRECTORIES``, set per
 call, never in a file, so the store also works after the repository moves) and
-writes only its own. A snapshot is the state as a tree: ``git add -A`` into a
-temporary index seeded from the user's index (only changed files are re-read),
-then the overlay's pending changes applied on top.
+writes only its own. A snapshot is the state as a tree: ``git status`` on a
+temporary index seeded from our last one (else the user's) says what changed
+since, ``git add -A`` of just those paths, ``write-tree``; then the overlay's
+pending changes applied on top. When nothing changed, the tree noted with our
+last index is the answer: one git process in all.
 """
 
 from __future__ import annotations
@@ -77,6 +79,11 @@ class Shadow:
         key = hashlib.sha1(os.fsencode(self.repo.worktree)).hexdigest()[:16]
         return self.tmp / f"index-cache.{key}"
 
+    @property
+    def tree_note(self) -> Path:
+        """The tree that :attr:`index_cache` holds, for the file it names."""
+        return self.index_cache.with_name(self.index_cache.name + ".tree")
+
     @contextlib.contextmanager
     def scratch_index(self, seed: bool = True) -> Iterator[Path]:
         """A temporary index, seeded (``seed``) from our cache, else from the user's index.
@@ -105,11 +112,43 @@ def _seed(index: Path, cache: Path, user_index: Path) -> None:
         shutil.copyfile(user_index, index)
 
 
-def _keep_as_cache(shadow: Shadow, index: Path) -> None:
+def _keep_as_cache(shadow: Shadow, index: Path, tree: str) -> None:
+    """``index`` becomes the cache, with a note of the tree it holds."""
     tmp = shadow.tmp / f"cache.{os.getpid()}.{secrets.token_hex(4)}"
     with contextlib.suppress(OSError):
         os.link(index, tmp)
-        os.replace(tmp, shadow.index_cache)
+        try:
+            os.replace(tmp, shadow.index_cache)
+        finally:
+            # rename() does nothing when both names are links to one file: tmp stays.
+            tmp.unlink(missing_ok=True)
+        _write_note(shadow, f"{_identity(index)} {tree}")
+
+
+def _identity(path: Path) -> str:
+    """Which file ``path`` is, as of its last write (ctime moves with each hard link)."""
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _write_note(shadow: Shadow, text: str) -> None:
+    # A cache: a plain rename is enough, a lost note only costs one write-tree.
+    tmp = shadow.tmp / f"note.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp.write_text(text)
+    os.replace(tmp, shadow.tree_note)
+
+
+def _noted_tree(shadow: Shadow, index: Path) -> str | None:
+    """The tree of ``index`` when it is still the very file the note was written for.
+
+    The note names the cache file by inode and mtime, so a cache replaced by
+    another process (or rewritten by git) simply does not match.
+    """
+    try:
+        identity, tree = shadow.tree_note.read_text().split()
+        return tree if identity == _identity(index) else None
+    except (OSError, ValueError):
+        return None
 
 
 def open_shadow(project: Path) -> Shadow | None:
@@ -160,13 +199,31 @@ class Snapshot:
 def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
     with shadow.scratch_index() as index:
         git = shadow.work(index)
-        git.add_all()
-        worktree = git.write_tree()
-        _keep_as_cache(shadow, index)   # before the overlay goes in: it tracks the work tree
+        scan = git.scan()
+        if scan.paths:
+            git.add_paths(scan.paths)
+            _drop_newly_ignored(shadow, git)
+        # Nothing differs from our last index: its tree is known, unless git rewrote it.
+        worktree = None if scan.paths else _noted_tree(shadow, index)
+        if worktree is None:
+            worktree = git.write_tree()
+            _keep_as_cache(shadow, index, worktree)   # before the overlay: it tracks the work tree
         view = worktree
         if overlay and apply_overlay(git, shadow, overlay):
             view = git.write_tree()
-    return Snapshot(worktree, view, git.rev("HEAD^{commit}"))
+    return Snapshot(worktree, view, scan.head)
+
+
+def _drop_newly_ignored(shadow: Shadow, git: Git) -> None:
+    """Forget files we added while untracked that an ignore rule now excludes.
+
+    Our index outlives the snapshot, so without this a file added before the
+    rule that ignores it (a .gitignore edit comes with a change, hence only
+    then) would stay in every later snapshot. What the user's index tracks stays.
+    """
+    ours = git.ignored_entries()
+    if ours:
+        git.remove_cached(sorted(ours - shadow.work().ignored_entries()))
 
 
 def head_tree(shadow: Shadow, head: str | None) -> str:
