@@ -12,7 +12,8 @@ copied into the store, so the user's ``git gc --prune=now`` cannot take them.
 State under the session's ``checkpoints`` key::
 
     {"next_id": 3, "next_stream": 2,
-     "stream": {"n": 1, "base": SHA|None, "tip": SHA|None, "tip_tree": TREE|None, "files": [...]},
+     "stream": {"n": 1, "base": SHA|None, "base_tree": TREE, "tip": SHA|None, "tip_tree": TREE|None,
+                "files": [...]},
      "items": [{"id", "commit", "tree", "worktree", "base", "stream", "time", "files",
                 "lines", "message", "auto"}]}
 """
@@ -60,7 +61,9 @@ def create(shadow: Shadow, session_id: str, state: dict[str, Any], snap: Snapsho
            message: str, auto: bool) -> dict[str, Any] | None:
     """Record ``snap`` as a checkpoint; None when nothing changed since the last one."""
     stream = _current_stream(state, snap)
-    base_tree = head_tree(shadow, stream["base"])
+    if stream["tip"] and snap.view == stream["tip_tree"]:
+        return None                     # decided without running git
+    base_tree = _base_tree(shadow, stream)
     parent_tree = stream["tip_tree"] or base_tree
     if snap.view == parent_tree and (auto or stream["tip"]):
         return None
@@ -89,6 +92,13 @@ def _current_stream(state: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
         state["next_stream"] += 1
         state["stream"] = stream
     return stream
+
+
+def _base_tree(shadow: Shadow, stream: dict[str, Any]) -> str:
+    """The base commit's tree, looked up once per stream."""
+    if not stream.get("base_tree"):
+        stream["base_tree"] = head_tree(shadow, stream["base"])
+    return str(stream["base_tree"])
 
 
 def _item(state: dict[str, Any], stream: dict[str, Any], commit: str, snap: Snapshot,
@@ -171,7 +181,7 @@ def continue_or_fresh(shadow: Shadow, state: dict[str, Any], snap: Snapshot) -> 
 def _fresh_reason(shadow: Shadow, stream: dict[str, Any], snap: Snapshot) -> str | None:
     if stream["base"] != snap.head:
         return "HEAD moved since the stream began"
-    changed = _changed_paths(shadow.work(), head_tree(shadow, snap.head), snap.view)
+    changed = _changed_paths(shadow.work(), _base_tree(shadow, stream), snap.view)
     if not changed:
         return "the work tree is clean"
     if stream["files"] and not set(changed) & set(stream["files"]):
