@@ -134,7 +134,7 @@ def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> d
         return state
     agent = payload.get("agent_id")
     key = agent if isinstance(agent, str) and agent else "subagent"
-    agents = state.setdefault("agent_blocks", {})
+    agents: dict[str, dict[str, Any]] = state.setdefault("agent_blocks", {})
     while key not in agents and len(agents) >= _AGENTS_KEPT:
         agents.pop(next(iter(agents)))          # the oldest: its sequence is long over
     return agents.setdefault(key, {})
