@@ -32,6 +32,8 @@ IDENT = {"GIT_AUTHOR_NAME": "workspace", "GIT_AUTHOR_EMAIL": "workspace@localhos
 GITLINK = "160000"
 TREE = "040000"
 SYMLINK = "120000"
+# A file name that never exists: an empty index for commands that only compare trees.
+NO_INDEX = "workspace-no-index"
 # Above this many changed paths one ``add -A`` of everything beats a pathspec list.
 MAX_PATHSPECS = 500
 
@@ -235,7 +237,12 @@ class Git:
         if renames:
             args.append("-M")
         args += [old, new]
-        return parse_diff(self.run(*args).stdout, numstat)
+        return parse_diff(self.without_index().run(*args).stdout, numstat)
+
+    def without_index(self) -> Git:
+        """For commands that need no index but read one anyway: ``diff-tree`` loads it
+        (for attributes), and the user's index of a big repository costs more than the diff."""
+        return self.with_env(GIT_INDEX_FILE=str(self.repo.git_dir / NO_INDEX))
 
     def pack_objects(self, ids: list[str], pack_dir: Path) -> None:
         """Copy ``ids`` (readable through alternates) into a pack of our own."""

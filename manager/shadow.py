@@ -202,7 +202,8 @@ def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
         scan = git.scan()
         if scan.paths:
             git.add_paths(scan.paths)
-            _drop_newly_ignored(shadow, git)
+            if _ignore_rules_changed(shadow, scan.paths):
+                _drop_newly_ignored(shadow, git)
         # Nothing differs from our last index: its tree is known, unless git rewrote it.
         worktree = None if scan.paths else _noted_tree(shadow, index)
         if worktree is None:
@@ -212,6 +213,30 @@ def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
         if overlay and apply_overlay(git, shadow, overlay):
             view = git.write_tree()
     return Snapshot(worktree, view, scan.head)
+
+
+def _ignore_rules_changed(shadow: Shadow, paths: list[bytes]) -> bool:
+    """A .gitignore among the changes, or an exclude file newer than our last snapshot.
+
+    (A ``core.excludesFile`` elsewhere than the default is noticed at the next
+    .gitignore change.)
+    """
+    if any(p == b".gitignore" or p.endswith(b"/.gitignore") for p in paths):
+        return True
+    try:
+        last = os.stat(shadow.tree_note).st_mtime_ns
+    except OSError:
+        return True
+    for path in _exclude_files(shadow):
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_mtime_ns >= last:
+                return True
+    return False
+
+
+def _exclude_files(shadow: Shadow) -> list[Path]:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return [shadow.repo.common_dir / "info" / "exclude", Path(xdg, "git", "ignore")]
 
 
 def _drop_newly_ignored(shadow: Shadow, git: Git) -> None:

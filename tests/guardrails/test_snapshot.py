@@ -156,3 +156,39 @@ def test_store_gc_clears_old_scratch_files_only(repo: Git, project: Path):
     _clean_tmp(shadow, time.time() + 1)
     assert sorted(p.name for p in shadow.tmp.iterdir()) == sorted(
         [shadow.index_cache.name, shadow.tree_note.name, "other"])
+
+
+@pytest.mark.parametrize("where", ["nested .gitignore", "info/exclude", "global excludes"])
+def test_files_added_before_a_rule_ignores_them_leave_the_snapshot(
+        repo: Git, project: Path, tmp_path: Path, where: str):
+    shadow = open_shadow(project)
+    assert shadow is not None
+    (project / "src" / "out").mkdir()
+    (project / "src" / "out" / "gen.o").write_text("o\n")
+    (project / "src" / "keep.c").write_text("c\n")
+    take(shadow)
+    time.sleep(0.01)
+    if where == "nested .gitignore":
+        (project / "src" / ".gitignore").write_text("out/\n")
+    elif where == "info/exclude":
+        (project / ".git" / "info").mkdir(exist_ok=True)
+        (project / ".git" / "info" / "exclude").write_text("src/out/\n")
+    else:
+        (tmp_path / "config" / "git").mkdir(parents=True)
+        (tmp_path / "config" / "git" / "ignore").write_text("*.o\n")
+    (project / "src" / "keep.c").write_text("c2\n")      # the next change notices the new rule
+    snap = take(shadow)
+    assert snap.worktree == reference_tree(project, tmp_path)
+    assert "src/out/gen.o" not in shadow.work().out("ls-tree", "-r", "--name-only", snap.worktree)
+
+
+def test_what_the_user_tracks_stays_even_when_ignored(repo: Git, project: Path):
+    shadow = open_shadow(project)
+    assert shadow is not None
+    (project / "notes.txt").write_text("mine, untracked\n")
+    take(shadow)
+    (project / ".gitignore").write_text("*.txt\n*.sh\n")
+    snap = take(shadow)
+    names = shadow.work().out("ls-tree", "-r", "--name-only", snap.worktree).split("\n")
+    assert "README.txt" in names and "tool.sh" in names       # tracked by the user
+    assert "notes.txt" not in names                           # only ever ours
