@@ -42,7 +42,10 @@ class GitError(WorkspaceError):
     """A git command failed; ``stderr`` says why."""
 
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
-        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:500]}")
+        words = args[:]
+        while words[:1] == ["-c"]:          # name the command, not our -c settings
+            words = words[2:]
+        super().__init__(f"git {' '.join(words[:3])} failed ({returncode}): {stderr.strip()[:500]}")
         self.returncode = returncode
         self.stderr = stderr
 

@@ -34,7 +34,9 @@ from manager.changes import Change
 from manager.changes import EntryType
 from manager.changes import Kind
 from manager.gitplumbing import Git
+from manager.gitplumbing import GitError
 from manager.gitplumbing import Repo
+from manager.gitplumbing import Scan
 from manager.gitplumbing import discover
 
 STORE_NAME = "workspace-checkpoints.git"
@@ -199,7 +201,7 @@ class Snapshot:
 def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
     with shadow.scratch_index() as index:
         git = shadow.work(index)
-        scan = git.scan()
+        scan = _scan(shadow, git, index)
         if scan.paths:
             git.add_paths(scan.paths)
             if _ignore_rules_changed(shadow, scan.paths):
@@ -213,6 +215,19 @@ def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
         if overlay and apply_overlay(git, shadow, overlay):
             view = git.write_tree()
     return Snapshot(worktree, view, scan.head)
+
+
+def _scan(shadow: Shadow, git: Git, index: Path) -> Scan:
+    """What changed since our last index; a damaged one is dropped for the user's."""
+    try:
+        return git.scan()
+    except GitError:
+        if not shadow.index_cache.exists():
+            raise
+        shadow.index_cache.unlink(missing_ok=True)
+        index.unlink(missing_ok=True)
+        _seed(index, shadow.index_cache, shadow.repo.index)
+        return git.scan()
 
 
 def _ignore_rules_changed(shadow: Shadow, paths: list[bytes]) -> bool:

@@ -192,3 +192,15 @@ def test_what_the_user_tracks_stays_even_when_ignored(repo: Git, project: Path):
     names = shadow.work().out("ls-tree", "-r", "--name-only", snap.worktree).split("\n")
     assert "README.txt" in names and "tool.sh" in names       # tracked by the user
     assert "notes.txt" not in names                           # only ever ours
+
+
+def test_a_damaged_cache_is_replaced_by_the_users_index(repo: Git, project: Path, tmp_path: Path):
+    shadow = open_shadow(project)
+    assert shadow is not None
+    take(shadow)
+    (project / "new.txt").write_text("n\n")
+    data = shadow.index_cache.read_bytes()
+    shadow.index_cache.unlink()                  # never written in place: a new file
+    shadow.index_cache.write_bytes(b"JUNK" + data[4:])   # git: bad signature
+    assert take(shadow).worktree == reference_tree(project, tmp_path)
+    assert take(shadow).worktree == reference_tree(project, tmp_path)
