@@ -10,6 +10,8 @@ both; the ratio reported is the median of the per-round ratios.
 
   stop_hook              Stop with nothing new since the last Stop (check; no checkpoint due)
   stop_hook_after_edit   Stop after one more file changed (check + automatic checkpoint)
+  stop_hook_sandbox      as stop_hook, with 5 more changes pending in the session's sandbox
+  stop_hook_sandbox_after_edit  ... after one more sandboxed change (a Bash call, as Claude makes them)
   stop_check             the budget check in-process, no checkpoint (for comparison)
   checkpoint             `workspace checkpoint` work in-process, after a change
 
@@ -35,7 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "bin" / "workspace-hook"
 SID = "bench-session"
-TARGETS = {"stop_hook": 2.0, "stop_hook_after_edit": 3.0, "stop_check": 2.0, "checkpoint": 3.0}
+TARGETS = {"stop_hook": 2.0, "stop_hook_after_edit": 3.0, "stop_hook_sandbox": 2.0,
+           "stop_hook_sandbox_after_edit": 3.0, "stop_check": 2.0, "checkpoint": 3.0}
 MAX_STOP_S = 0.5
 
 
@@ -69,6 +72,17 @@ def hook(event: str, payload: dict[str, object], root: Path) -> dict[str, object
     out = subprocess.run([str(HOOK), event], input=data.encode(), capture_output=True,
                          check=True, cwd=root).stdout
     return json.loads(out) if out.strip() else {}
+
+
+def sandbox(root: Path, script: str) -> bool:
+    """Run ``script`` in the session's sandbox (its changes stay pending in the overlay)."""
+    done = subprocess.run([sys.executable, "-m", "manager", "run", "--session", SID, "--",
+                           "sh", "-c", f"cd '{root}' && {script}"], cwd=REPO,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"no sandbox here, its rows are skipped: {done.stderr.strip()[-300:]}",
+              file=sys.stderr)
+    return done.returncode == 0
 
 
 def rounds(measured: Callable[[], object], status: Callable[[], object], runs: int,
@@ -130,6 +144,12 @@ def report(root: Path, runs: int) -> int:
         "stop_hook_after_edit": rounds(lambda: hook("Stop", stop_payload, root), status, runs,
                                        before=bump),
     }
+    if sandbox(root, "for i in 1 2 3 4 5; do echo sandboxed >> d05$i/s1/f5${i}100.txt; done"):
+        figures["stop_hook_sandbox"] = rounds(lambda: hook("Stop", stop_payload, root), status,
+                                              runs)
+        edit = lambda: sandbox(root, f"echo {next(counter)} >> d060/s1/f60100.txt")  # noqa: E731
+        figures["stop_hook_sandbox_after_edit"] = rounds(
+            lambda: hook("Stop", stop_payload, root), status, runs, before=edit)
     os.environ["WORKSPACE_CHECKPOINTS__AUTO"] = "0"
     payload = {"session_id": SID, "cwd": str(root), "hook_event_name": "Stop",
                "stop_hook_active": False}

@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,11 @@ class Shadow:
         """The tree that :attr:`index_cache` holds, for the file it names."""
         return self.index_cache.with_name(self.index_cache.name + ".tree")
 
+    @property
+    def view_notes(self) -> Path:
+        """Recent overlay views: ``<key of the work tree and overlay> <tree>`` lines."""
+        return self.index_cache.with_name(self.index_cache.name + ".views")
+
     @contextlib.contextmanager
     def scratch_index(self, seed: bool = True) -> Iterator[Path]:
         """A temporary index, seeded (``seed``) from our cache, else from the user's index.
@@ -133,11 +139,11 @@ def _identity(path: Path) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _write_note(shadow: Shadow, text: str) -> None:
+def _write_note(shadow: Shadow, text: str, path: Path | None = None) -> None:
     # A cache: a plain rename is enough, a lost note only costs one write-tree.
     tmp = shadow.tmp / f"note.{os.getpid()}.{secrets.token_hex(4)}"
     tmp.write_text(text)
-    os.replace(tmp, shadow.tree_note)
+    os.replace(tmp, path or shadow.tree_note)
 
 
 def _noted_tree(shadow: Shadow, index: Path) -> str | None:
@@ -211,10 +217,67 @@ def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
         if worktree is None:
             worktree = git.write_tree()
             _keep_as_cache(shadow, index, worktree)   # before the overlay: it tracks the work tree
-        view = worktree
-        if overlay and apply_overlay(git, shadow, overlay):
-            view = git.write_tree()
+        view = _overlay_view(shadow, git, worktree, overlay) if overlay else worktree
     return Snapshot(worktree, view, scan.head)
+
+
+# An overlay entry younger than this is not memoised: a same-size rewrite within the
+# kernel's clock tick (a few ms) could keep its mtime (git's "racy" entries). Whole-second
+# timestamps (a coarse filesystem) need RACY_COARSE_S.
+RACY_S = 0.1
+RACY_COARSE_S = 2.0
+VIEW_NOTES_KEPT = 16
+
+
+def _overlay_view(shadow: Shadow, git: Git, worktree: str, overlay: list[Change]) -> str:
+    """The work tree's tree with the overlay's changes, memoised by what they are.
+
+    Applying them costs several passes over our index; when neither the work
+    tree nor any overlay entry changed since (same tree, same lstat of each upper
+    entry, same exclude file), the view is the one noted then.
+    """
+    key = _overlay_key(shadow, worktree, overlay)
+    notes = _view_notes(shadow)
+    if key is not None and key in notes:
+        return notes[key]
+    view = git.write_tree() if apply_overlay(git, shadow, overlay) else worktree
+    if key is not None:
+        notes[key] = view
+        lines = [f"{k} {v}" for k, v in list(notes.items())[-VIEW_NOTES_KEPT:]]
+        _write_note(shadow, "\n".join(lines) + "\n", shadow.view_notes)
+    return view
+
+
+def _overlay_key(shadow: Shadow, worktree: str, overlay: list[Change]) -> str | None:
+    digest = hashlib.sha1(worktree.encode())
+    now = time.time()
+    for path in _exclude_files(shadow):
+        with contextlib.suppress(OSError):
+            digest.update(str(os.stat(path).st_mtime_ns).encode())
+    for change in overlay:
+        try:
+            st = os.lstat(change.upper)
+        except OSError:
+            return None
+        if _racy(st, now):
+            return None
+        digest.update(os.fsencode(change.path) + b"\0" + os.fsencode(change.upper) + (
+            f"\0{change.kind}:{change.opaque}:{change.new_type}:{st.st_mode}:{st.st_size}:"
+            f"{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n").encode())
+    return digest.hexdigest()
+
+
+def _racy(st: os.stat_result, now: float) -> bool:
+    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return now - max(st.st_mtime, st.st_ctime) < (RACY_COARSE_S if coarse else RACY_S)
+
+
+def _view_notes(shadow: Shadow) -> dict[str, str]:
+    try:
+        text = shadow.view_notes.read_text()
+    except OSError:
+        return {}
+    return dict(line.split(" ", 1) for line in text.splitlines() if line.count(" ") == 1)
 
 
 def _scan(shadow: Shadow, git: Git, index: Path) -> Scan:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -204,3 +205,23 @@ def test_a_damaged_cache_is_replaced_by_the_users_index(repo: Git, project: Path
     shadow.index_cache.write_bytes(b"JUNK" + data[4:])   # git: bad signature
     assert take(shadow).worktree == reference_tree(project, tmp_path)
     assert take(shadow).worktree == reference_tree(project, tmp_path)
+
+
+def test_concurrent_snapshots_share_the_cache_safely(repo: Git, project: Path, tmp_path: Path):
+    (project / "new.txt").write_text("n\n")
+    (project / "src" / "app.py").write_text("changed\n")
+    code = ("import sys; from pathlib import Path; from manager.shadow import open_shadow, take\n"
+            "s = open_shadow(Path(sys.argv[1]))\n"
+            "print(' '.join(take(s).worktree for _ in range(6)))")
+    root = Path(__file__).resolve().parents[2]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(project)], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), results
+    trees = {t for out, _ in results for t in out.split()}
+    assert trees == {reference_tree(project, tmp_path)}
+    shadow = open_shadow(project)
+    assert shadow is not None
+    assert sorted(p.name for p in shadow.tmp.iterdir()) == sorted(
+        [shadow.index_cache.name, shadow.tree_note.name])
