@@ -15,8 +15,9 @@ both; the ratio reported is the median of the per-round ratios.
   stop_check             the budget check in-process, no checkpoint (for comparison)
   checkpoint             `workspace checkpoint` work in-process, after a change
 
-Targets (issue 6): the Stop hook within 2x of git status and under 0.5 s at the median;
-a checkpoint within 3x (also applied to the Stop that takes one).
+Targets (issue 6), which decide the exit status: the Stop hook within 2x of git status and
+under 0.5 s at the median (with and without pending sandbox changes); a checkpoint within 3x.
+The Stops that take a checkpoint are shown against 3x for information.
 
     python bench/guardrails_bench.py [--files N] [--runs R] [--keep DIR]
 """
@@ -39,6 +40,9 @@ HOOK = REPO / "bin" / "workspace-hook"
 SID = "bench-session"
 TARGETS = {"stop_hook": 2.0, "stop_hook_after_edit": 3.0, "stop_hook_sandbox": 2.0,
            "stop_hook_sandbox_after_edit": 3.0, "stop_check": 2.0, "checkpoint": 3.0}
+# The issue's targets decide the exit status; the Stops that take a checkpoint are shown
+# against the checkpoint's target for information.
+GATED = ("stop_hook", "stop_hook_sandbox", "checkpoint")
 MAX_STOP_S = 0.5
 
 
@@ -165,10 +169,11 @@ def verdict(figures: dict[str, tuple[float, float, float]]) -> int:
     ok = True
     for name, (secs, status, ratio) in figures.items():
         good = ratio < TARGETS[name] and (not name.startswith("stop") or secs < MAX_STOP_S)
-        ok = ok and good
-        print(f"{name:22} {secs:.3f} s, git status {status:.3f} s: {ratio:.2f}x "
+        ok = ok and (good or name not in GATED)
+        verdict = ("ok" if good else "MISSED") if name in GATED else "(info)"
+        print(f"{name:28} {secs:.3f} s, git status {status:.3f} s: {ratio:.2f}x "
               f"(target <{TARGETS[name]:g}x{', <0.5 s' if name.startswith('stop') else ''}) "
-              f"{'ok' if good else 'MISSED'}")
+              f"{verdict}")
     return 0 if ok else 1
 
 
