@@ -3,7 +3,8 @@
 The baseline is a snapshot (:mod:`manager.shadow`) taken at session start and
 on reset; the measure is ``git diff-tree --numstat -M`` from it to a snapshot of
 the current state, overlay included. State: ``{"baseline", "head", "time",
-"blocks"}`` under the session's ``budget`` key.
+"blocks", "agent_blocks", "last"}`` under the session's ``budget`` key (``last``:
+the changes measured for the last snapshot's tree, reused while it is the same).
 """
 
 from __future__ import annotations
@@ -86,35 +87,65 @@ def measure(shadow: Shadow, config: Config, state: dict[str, Any], session_id: s
     if not state.get("baseline"):
         state = baseline_state(shadow, session_id, snap)
         notice = "no baseline was recorded for this session; the budget counts from now"
-    try:
-        entries = shadow.work().diff_trees(state["baseline"], snap.view)
-    except GitError as exc:
-        if not any(m in exc.stderr for m in _MISSING):
-            raise
-        state = baseline_state(shadow, session_id, snap)
-        entries = []
-        notice = ("the budget baseline's objects were garbage-collected; "
-                  "re-baselined at the current state")
-    report = tally(entries, config)
+    changes = _remembered(state, snap.view)
+    if changes is None:
+        try:
+            changes = [_change(e) for e in shadow.work().diff_trees(state["baseline"], snap.view)
+                       if not e.is_tree]
+        except GitError as exc:
+            if not any(m in exc.stderr for m in _MISSING):
+                raise
+            state = baseline_state(shadow, session_id, snap)
+            changes = []
+            notice = ("the budget baseline's objects were garbage-collected; "
+                      "re-baselined at the current state")
+        _remember(state, snap.view, changes)
+    report = tally(changes, config)
     report.notice = notice
     return report, state
 
 
-def tally(entries: list[DiffEntry], config: Config) -> Report:
+# What one file's change is, before weights: path, status, added, deleted, kind.
+FileChange = tuple[str, str, int | None, int | None, str]
+# The last measure is kept in the state so a Stop with nothing new runs no diff;
+# not when it is this long (the state file is rewritten at every change).
+REMEMBER_AT_MOST = 200
+
+
+def _change(entry: DiffEntry) -> FileChange:
+    kind = "submodule" if entry.submodule else "binary" if entry.binary else "text"
+    return (entry.display, entry.status, entry.added, entry.deleted, kind)
+
+
+def _remembered(state: dict[str, Any], view: str) -> list[FileChange] | None:
+    last = state.get("last")
+    if isinstance(last, dict) and last.get("view") == view:
+        return [tuple(row) for row in last["changes"]]
+    return None
+
+
+def _remember(state: dict[str, Any], view: str, changes: list[FileChange]) -> None:
+    if len(changes) <= REMEMBER_AT_MOST:
+        state["last"] = {"view": view, "changes": [list(c) for c in changes]}
+    else:
+        state.pop("last", None)
+
+
+def tally(changes: list[FileChange], config: Config) -> Report:
     metric = config["budget.metric"]
-    files = [_cost(e, config, metric) for e in entries if not e.is_tree]
+    files = [_cost(c, config, metric) for c in changes]
     return Report(sum(f.cost for f in files), config["budget.limit"], metric, files)
 
 
-def _cost(entry: DiffEntry, config: Config, metric: str) -> FileCost:
-    kind = "submodule" if entry.submodule else "binary" if entry.binary else "text"
+def _cost(change: FileChange, config: Config, metric: str) -> FileCost:
+    path, status, added, deleted, kind = change
     if metric == "files" or kind == "submodule":
         cost = 1.0
     elif kind == "binary":
         cost = float(config["budget.weights.binary"])
     else:
-        cost = ((entry.added or 0) * config["budget.weights.added"]
-                + (entry.deleted or 0) * config["budget.weights.deleted"])
+        cost = ((added or 0) * config["budget.weights.added"]
+                + (deleted or 0) * config["budget.weights.deleted"])
         # A pure rename or mode change still counts: something a reviewer must see.
         cost = max(cost, 1.0)
-    return FileCost(entry.display, entry.status, entry.added, entry.deleted, kind, cost)
+    return FileCost(path, status, added, deleted, kind, cost)

@@ -12,13 +12,15 @@ copied into the store, so the user's ``git gc --prune=now`` cannot take them.
 State under the session's ``checkpoints`` key::
 
     {"next_id": 3, "next_stream": 2,
-     "stream": {"n": 1, "base": SHA|None, "tip": SHA|None, "tip_tree": TREE|None, "files": [...]},
+     "stream": {"n": 1, "base": SHA|None, "base_tree": TREE, "tip": SHA|None, "tip_tree": TREE|None,
+                "files": [...]},
      "items": [{"id", "commit", "tree", "worktree", "base", "stream", "time", "files",
                 "lines", "message", "auto"}]}
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -59,7 +61,9 @@ def create(shadow: Shadow, session_id: str, state: dict[str, Any], snap: Snapsho
            message: str, auto: bool) -> dict[str, Any] | None:
     """Record ``snap`` as a checkpoint; None when nothing changed since the last one."""
     stream = _current_stream(state, snap)
-    base_tree = head_tree(shadow, stream["base"])
+    if stream["tip"] and snap.view == stream["tip_tree"]:
+        return None                     # decided without running git
+    base_tree = _base_tree(shadow, stream)
     parent_tree = stream["tip_tree"] or base_tree
     if snap.view == parent_tree and (auto or stream["tip"]):
         return None
@@ -88,6 +92,13 @@ def _current_stream(state: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
         state["next_stream"] += 1
         state["stream"] = stream
     return stream
+
+
+def _base_tree(shadow: Shadow, stream: dict[str, Any]) -> str:
+    """The base commit's tree, looked up once per stream."""
+    if not stream.get("base_tree"):
+        stream["base_tree"] = head_tree(shadow, stream["base"])
+    return str(stream["base_tree"])
 
 
 def _item(state: dict[str, Any], stream: dict[str, Any], commit: str, snap: Snapshot,
@@ -170,7 +181,7 @@ def continue_or_fresh(shadow: Shadow, state: dict[str, Any], snap: Snapshot) -> 
 def _fresh_reason(shadow: Shadow, stream: dict[str, Any], snap: Snapshot) -> str | None:
     if stream["base"] != snap.head:
         return "HEAD moved since the stream began"
-    changed = _changed_paths(shadow.work(), head_tree(shadow, snap.head), snap.view)
+    changed = _changed_paths(shadow.work(), _base_tree(shadow, stream), snap.view)
     if not changed:
         return "the work tree is clean"
     if stream["files"] and not set(changed) & set(stream["files"]):
@@ -234,6 +245,23 @@ def gc(shadow: Shadow, now: bool = False) -> None:
     git = shadow.store()
     git.run("repack", "-a", "-d", "-l", "-q")
     git.run("prune", "--expire=now" if now else "--expire=1.hour.ago")
+    _clean_tmp(shadow, time.time() - 3600)
+
+
+# Per-process scratch files in the store's tmp/ (index-cache.* are kept: one per work tree).
+_SCRATCH = ("index.", "cache.", "note.", "blob.")
+
+
+def _clean_tmp(shadow: Shadow, cutoff: float) -> None:
+    """Scratch files left by killed processes (and leaked cache links of earlier releases).
+
+    Only old ones: a concurrent snapshot may be using a new one right now (ctime: a
+    fresh hard link to an old index counts as new).
+    """
+    for path in shadow.tmp.glob("*") if shadow.tmp.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if path.name.startswith(_SCRATCH) and path.lstat().st_ctime < cutoff:
+                path.unlink()
 
 
 def stale_streams(shadow: Shadow, max_age_days: float, alive_ids: set[str]) -> list[str]:

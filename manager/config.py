@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -142,8 +143,7 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         if path.suffix == ".json":
             data = json.loads(text)
         else:
-            import yaml  # lazy: only when a YAML file exists
-
+            yaml = _yaml()
             data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except Exception as exc:  # noqa: BLE001 - any parser error is a config error
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
@@ -152,6 +152,24 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, found {type(data).__name__}")
     return data
+
+
+def _yaml() -> Any:
+    """PyYAML, imported only when a YAML file exists.
+
+    Hooks run with ``python -S``: site-packages are added here when needed, so
+    a hook that reads a project's ``.workspace.yaml`` (the Stop hook) still can.
+    """
+    try:
+        import yaml
+    except ImportError:
+        if not sys.flags.no_site or "site" in sys.modules:
+            raise
+        import site
+
+        site.main()
+        import yaml
+    return yaml
 
 
 def _flatten(data: dict[str, Any], path: Path, prefix: str = "") -> dict[str, Any]:

@@ -32,13 +32,20 @@ IDENT = {"GIT_AUTHOR_NAME": "workspace", "GIT_AUTHOR_EMAIL": "workspace@localhos
 GITLINK = "160000"
 TREE = "040000"
 SYMLINK = "120000"
+# A file name that never exists: an empty index for commands that only compare trees.
+NO_INDEX = "workspace-no-index"
+# Above this many changed paths one ``add -A`` of everything beats a pathspec list.
+MAX_PATHSPECS = 500
 
 
 class GitError(WorkspaceError):
     """A git command failed; ``stderr`` says why."""
 
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
-        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:500]}")
+        words = args[:]
+        while words[:1] == ["-c"]:          # name the command, not our -c settings
+            words = words[2:]
+        super().__init__(f"git {' '.join(words[:3])} failed ({returncode}): {stderr.strip()[:500]}")
         self.returncode = returncode
         self.stderr = stderr
 
@@ -147,6 +154,37 @@ class Git:
         """``git add -A`` into the current ``GIT_INDEX_FILE``: tracked + untracked, not ignored."""
         self.run("add", "-A", "--ignore-errors", "--", ":/")
 
+    def add_paths(self, paths: list[bytes]) -> None:
+        """``git add -A`` limited to ``paths`` (as :meth:`scan` reports them), else everything.
+
+        Pathspec matching costs paths x pathspecs, so a long list falls back to a full
+        ``add -A``; so does a path that vanished since the scan (pathspec did not match).
+        """
+        if len(paths) > MAX_PATHSPECS:
+            self.add_all()
+            return
+        try:
+            self.with_env(GIT_LITERAL_PATHSPECS="1").run(
+                "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
+                input=b"".join(p + b"\0" for p in paths))
+        except GitError:
+            self.add_all()
+
+    def scan(self) -> Scan:
+        """HEAD, and the paths where the work tree differs from the current index.
+
+        One ``git status`` on our own index. The untracked cache is switched on for this
+        call only (``-c``, never in a config file): it lives in our index, so directories
+        unchanged since the last scan are not read again. Dirty submodule work trees are
+        not looked into: like ``add -A``, only a submodule's commit counts.
+        """
+        # The cache only serves -uall when the config asks for it too (git >= 2.35).
+        proc = self.run("-c", "core.untrackedCache=true", "-c", "status.showUntrackedFiles=all",
+                        "status", "--porcelain=v2", "-z",
+                        "--branch", "--no-ahead-behind", "--untracked-files=all",
+                        "--ignored=no", "--no-renames", "--ignore-submodules=dirty")
+        return parse_status(proc.stdout)
+
     def index_info(self, entries: list[tuple[str, str, bytes]]) -> None:
         """Set (mode, blob id, repo-relative path) entries; mode ``0`` removes."""
         if entries:
@@ -169,6 +207,11 @@ class Git:
                         check=False)
         if proc.returncode not in (0, 1):
             raise GitError(["check-ignore"], proc.returncode, proc.stderr.decode(errors="replace"))
+        return {p for p in proc.stdout.split(b"\0") if p}
+
+    def ignored_entries(self) -> set[bytes]:
+        """Paths in the index that the ignore rules now exclude (tracked ones included)."""
+        proc = self.run("ls-files", "-z", "--cached", "--ignored", "--exclude-standard")
         return {p for p in proc.stdout.split(b"\0") if p}
 
     def write_tree(self) -> str:
@@ -197,7 +240,12 @@ class Git:
         if renames:
             args.append("-M")
         args += [old, new]
-        return parse_diff(self.run(*args).stdout, numstat)
+        return parse_diff(self.without_index().run(*args).stdout, numstat)
+
+    def without_index(self) -> Git:
+        """For commands that need no index but read one anyway: ``diff-tree`` loads it
+        (for attributes), and the user's index of a big repository costs more than the diff."""
+        return self.with_env(GIT_INDEX_FILE=str(self.repo.git_dir / NO_INDEX))
 
     def pack_objects(self, ids: list[str], pack_dir: Path) -> None:
         """Copy ``ids`` (readable through alternates) into a pack of our own."""
@@ -205,6 +253,37 @@ class Git:
             pack_dir.mkdir(parents=True, exist_ok=True)
             self.run("pack-objects", "-q", str(pack_dir / "pack"),
                      input="".join(f"{i}\n" for i in ids).encode())
+
+
+@dataclass
+class Scan:
+    head: str | None        # None: no commit yet
+    paths: list[bytes]      # modified, deleted, type-changed, unmerged or untracked
+
+
+def parse_status(data: bytes) -> Scan:
+    """Parse ``status --porcelain=v2 -z --branch``: HEAD, and what differs from the index."""
+    scan = Scan(None, [])
+    records = iter(data.split(b"\0"))
+    for record in records:
+        kind = record[:2]
+        if record.startswith(b"# branch.oid "):
+            oid = record[len(b"# branch.oid "):].decode()
+            scan.head = None if oid == "(initial)" else oid
+        elif kind == b"1 ":
+            fields = record.split(b" ", 8)
+            if fields[1][1:2] != b".":           # Y: the index against the work tree
+                scan.paths.append(fields[8])
+        elif kind == b"2 ":                      # not with --no-renames; the old path follows
+            fields = record.split(b" ", 9)
+            next(records, None)
+            if fields[1][1:2] != b".":
+                scan.paths.append(fields[9])
+        elif kind == b"u ":
+            scan.paths.append(record.split(b" ", 10)[10])
+        elif kind == b"? ":
+            scan.paths.append(record[2:])
+    return scan
 
 
 @dataclass

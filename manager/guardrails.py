@@ -40,6 +40,8 @@ from manager.guardtarget import require_git
 from manager.shadow import Snapshot
 
 Payload = dict[str, Any]
+# Subagents whose block counts are kept (their stop sequences are short).
+_AGENTS_KEPT = 16
 
 
 # -- hook entry points --------------------------------------------------------------
@@ -118,7 +120,24 @@ def _stop(target: Target, payload: Payload, subagent: bool) -> Payload:
         if not check:
             return {}
         report = _measure(target, state, snap)
-        return _decide(target, state["budget"], report, payload.get("stop_hook_active") is True)
+        return _decide(target, _block_counter(state["budget"], payload, subagent), report,
+                       payload.get("stop_hook_active") is True)
+
+
+def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> dict[str, Any]:
+    """Where this stop sequence counts its blocks: the main agent's, or one per subagent.
+
+    Separate counters, so a subagent's fresh stop sequence (``stop_hook_active``
+    false) never resets the main agent's count mid-sequence, and the reverse.
+    """
+    if not subagent:
+        return state
+    agent = payload.get("agent_id")
+    key = agent if isinstance(agent, str) and agent else "subagent"
+    agents: dict[str, dict[str, Any]] = state.setdefault("agent_blocks", {})
+    while key not in agents and len(agents) >= _AGENTS_KEPT:
+        agents.pop(next(iter(agents)))          # the oldest: its sequence is long over
+    return agents.setdefault(key, {})
 
 
 def _auto_checkpoint(target: Target, state: dict[str, Any], snap: Snapshot) -> None:

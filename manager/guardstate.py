@@ -61,8 +61,14 @@ def edit(session_id: str) -> Iterator[dict[str, Any]]:
     with locked(_dir() / f"{store.validate_id(session_id)}.lock", timeout=30,
                 what=f"guard-rail state of {session_id}"):
         state = read(session_id)
+        before = _canonical(state)
         yield state
-        _write(session_id, state)
+        if _canonical(state) != before:   # a Stop that changed nothing writes nothing
+            _write(session_id, state)
+
+
+def _canonical(state: dict[str, Any]) -> str:
+    return json.dumps(state, sort_keys=True)
 
 
 def _write(session_id: str, state: dict[str, Any]) -> None:

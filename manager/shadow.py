@@ -11,9 +11,11 @@ worktrees share it. Git never looks inside it: its refs are not under
 
 It borrows the user's objects (``GIT_ALTERNATE_OBJECT_DIRECTORIES``, set per
 call, never in a file, so the store also works after the repository moves) and
-writes only its own. A snapshot is the state as a tree: ``git add -A`` into a
-temporary index seeded from the user's index (only changed files are re-read),
-then the overlay's pending changes applied on top.
+writes only its own. A snapshot is the state as a tree: ``git status`` on a
+temporary index seeded from our last one (else the user's) says what changed
+since, ``git add -A`` of just those paths, ``write-tree``; then the overlay's
+pending changes applied on top. When nothing changed, the tree noted with our
+last index is the answer: one git process in all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +35,9 @@ from manager.changes import Change
 from manager.changes import EntryType
 from manager.changes import Kind
 from manager.gitplumbing import Git
+from manager.gitplumbing import GitError
 from manager.gitplumbing import Repo
+from manager.gitplumbing import Scan
 from manager.gitplumbing import discover
 
 STORE_NAME = "workspace-checkpoints.git"
@@ -77,6 +82,16 @@ class Shadow:
         key = hashlib.sha1(os.fsencode(self.repo.worktree)).hexdigest()[:16]
         return self.tmp / f"index-cache.{key}"
 
+    @property
+    def tree_note(self) -> Path:
+        """The tree that :attr:`index_cache` holds, for the file it names."""
+        return self.index_cache.with_name(self.index_cache.name + ".tree")
+
+    @property
+    def view_notes(self) -> Path:
+        """Recent overlay views: ``<key of the work tree and overlay> <tree>`` lines."""
+        return self.index_cache.with_name(self.index_cache.name + ".views")
+
     @contextlib.contextmanager
     def scratch_index(self, seed: bool = True) -> Iterator[Path]:
         """A temporary index, seeded (``seed``) from our cache, else from the user's index.
@@ -105,11 +120,43 @@ def _seed(index: Path, cache: Path, user_index: Path) -> None:
         shutil.copyfile(user_index, index)
 
 
-def _keep_as_cache(shadow: Shadow, index: Path) -> None:
+def _keep_as_cache(shadow: Shadow, index: Path, tree: str) -> None:
+    """``index`` becomes the cache, with a note of the tree it holds."""
     tmp = shadow.tmp / f"cache.{os.getpid()}.{secrets.token_hex(4)}"
     with contextlib.suppress(OSError):
         os.link(index, tmp)
-        os.replace(tmp, shadow.index_cache)
+        try:
+            os.replace(tmp, shadow.index_cache)
+        finally:
+            # rename() does nothing when both names are links to one file: tmp stays.
+            tmp.unlink(missing_ok=True)
+        _write_note(shadow, f"{_identity(index)} {tree}")
+
+
+def _identity(path: Path) -> str:
+    """Which file ``path`` is, as of its last write (ctime moves with each hard link)."""
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _write_note(shadow: Shadow, text: str, path: Path | None = None) -> None:
+    # A cache: a plain rename is enough, a lost note only costs one write-tree.
+    tmp = shadow.tmp / f"note.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp.write_text(text)
+    os.replace(tmp, path or shadow.tree_note)
+
+
+def _noted_tree(shadow: Shadow, index: Path) -> str | None:
+    """The tree of ``index`` when it is still the very file the note was written for.
+
+    The note names the cache file by inode and mtime, so a cache replaced by
+    another process (or rewritten by git) simply does not match.
+    """
+    try:
+        identity, tree = shadow.tree_note.read_text().split()
+        return tree if identity == _identity(index) else None
+    except (OSError, ValueError):
+        return None
 
 
 def open_shadow(project: Path) -> Shadow | None:
@@ -160,13 +207,126 @@ class Snapshot:
 def take(shadow: Shadow, overlay: list[Change] | None = None) -> Snapshot:
     with shadow.scratch_index() as index:
         git = shadow.work(index)
-        git.add_all()
-        worktree = git.write_tree()
-        _keep_as_cache(shadow, index)   # before the overlay goes in: it tracks the work tree
-        view = worktree
-        if overlay and apply_overlay(git, shadow, overlay):
-            view = git.write_tree()
-    return Snapshot(worktree, view, git.rev("HEAD^{commit}"))
+        scan = _scan(shadow, git, index)
+        if scan.paths:
+            git.add_paths(scan.paths)
+            if _ignore_rules_changed(shadow, scan.paths):
+                _drop_newly_ignored(shadow, git)
+        # Nothing differs from our last index: its tree is known, unless git rewrote it.
+        worktree = None if scan.paths else _noted_tree(shadow, index)
+        if worktree is None:
+            worktree = git.write_tree()
+            _keep_as_cache(shadow, index, worktree)   # before the overlay: it tracks the work tree
+        view = _overlay_view(shadow, git, worktree, overlay) if overlay else worktree
+    return Snapshot(worktree, view, scan.head)
+
+
+# An overlay entry younger than this is not memoised: a same-size rewrite within the
+# kernel's clock tick (a few ms) could keep its mtime (git's "racy" entries). Whole-second
+# timestamps (a coarse filesystem) need RACY_COARSE_S.
+RACY_S = 0.1
+RACY_COARSE_S = 2.0
+VIEW_NOTES_KEPT = 16
+
+
+def _overlay_view(shadow: Shadow, git: Git, worktree: str, overlay: list[Change]) -> str:
+    """The work tree's tree with the overlay's changes, memoised by what they are.
+
+    Applying them costs several passes over our index; when neither the work
+    tree nor any overlay entry changed since (same tree, same lstat of each upper
+    entry, same exclude file), the view is the one noted then.
+    """
+    key = _overlay_key(shadow, worktree, overlay)
+    notes = _view_notes(shadow)
+    if key is not None and key in notes:
+        return notes[key]
+    view = git.write_tree() if apply_overlay(git, shadow, overlay) else worktree
+    if key is not None:
+        notes[key] = view
+        lines = [f"{k} {v}" for k, v in list(notes.items())[-VIEW_NOTES_KEPT:]]
+        _write_note(shadow, "\n".join(lines) + "\n", shadow.view_notes)
+    return view
+
+
+def _overlay_key(shadow: Shadow, worktree: str, overlay: list[Change]) -> str | None:
+    digest = hashlib.sha1(worktree.encode())
+    now = time.time()
+    for path in _exclude_files(shadow):
+        with contextlib.suppress(OSError):
+            digest.update(str(os.stat(path).st_mtime_ns).encode())
+    for change in overlay:
+        try:
+            st = os.lstat(change.upper)
+        except OSError:
+            return None
+        if _racy(st, now):
+            return None
+        digest.update(os.fsencode(change.path) + b"\0" + os.fsencode(change.upper) + (
+            f"\0{change.kind}:{change.opaque}:{change.new_type}:{st.st_mode}:{st.st_size}:"
+            f"{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n").encode())
+    return digest.hexdigest()
+
+
+def _racy(st: os.stat_result, now: float) -> bool:
+    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return now - max(st.st_mtime, st.st_ctime) < (RACY_COARSE_S if coarse else RACY_S)
+
+
+def _view_notes(shadow: Shadow) -> dict[str, str]:
+    try:
+        text = shadow.view_notes.read_text()
+    except OSError:
+        return {}
+    return dict(line.split(" ", 1) for line in text.splitlines() if line.count(" ") == 1)
+
+
+def _scan(shadow: Shadow, git: Git, index: Path) -> Scan:
+    """What changed since our last index; a damaged one is dropped for the user's."""
+    try:
+        return git.scan()
+    except GitError:
+        if not shadow.index_cache.exists():
+            raise
+        shadow.index_cache.unlink(missing_ok=True)
+        index.unlink(missing_ok=True)
+        _seed(index, shadow.index_cache, shadow.repo.index)
+        return git.scan()
+
+
+def _ignore_rules_changed(shadow: Shadow, paths: list[bytes]) -> bool:
+    """A .gitignore among the changes, or an exclude file newer than our last snapshot.
+
+    (A ``core.excludesFile`` elsewhere than the default is noticed at the next
+    .gitignore change.)
+    """
+    if any(p == b".gitignore" or p.endswith(b"/.gitignore") for p in paths):
+        return True
+    try:
+        last = os.stat(shadow.tree_note).st_mtime_ns
+    except OSError:
+        return True
+    for path in _exclude_files(shadow):
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_mtime_ns >= last:
+                return True
+    return False
+
+
+def _exclude_files(shadow: Shadow) -> list[Path]:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return [shadow.repo.common_dir / "info" / "exclude", Path(xdg, "git", "ignore")]
+
+
+def _drop_newly_ignored(shadow: Shadow, git: Git) -> None:
+    """Forget files we added while untracked that an ignore rule now excludes.
+
+    Our index outlives the snapshot, so without this a file added before the
+    rule that ignores it (a .gitignore edit comes with a change, hence only
+    then) would stay in every later snapshot. What the user's index tracks stays.
+    """
+    ours = git.ignored_entries()
+    if ours:
+        git.remove_cached(sorted(ours - shadow.work().ignored_entries()))
 
 
 def head_tree(shadow: Shadow, head: str | None) -> str:

@@ -1,7 +1,7 @@
 """UserPromptSubmit, Stop and SubagentStop: handed to the guard rails.
 
-The diff budget and checkpoints live in :mod:`manager.guardrails` (built
-separately); until it exists these hooks do nothing. The plugin adds one thing
+The diff budget and checkpoints live in :mod:`manager.guardrails`; these hooks
+hand it the payload with the workspace session id. The plugin adds one thing
 of its own: ``/workspace:passthrough`` typed by the user arms the one-shot
 bypass, so only the user, never the model, can let a call out of the sandbox.
 """
@@ -34,15 +34,28 @@ def prompt(payload: dict[str, Any]) -> dict[str, Any]:
             answer = protocol.context(
                 "UserPromptSubmit", "workspace: the user allowed the next Bash call to run "
                 "outside the sandbox, once.")
-    return _merge(answer, _guardrails().on_prompt(payload) or {})
+    return _merge(answer, _guardrails().on_prompt(workspace_payload(payload)) or {})
 
 
 def stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guardrails().on_stop(payload) or {}
+    return _guardrails().on_stop(workspace_payload(payload)) or {}
 
 
 def subagent_stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guardrails().on_stop(payload, subagent=True) or {}
+    return _guardrails().on_stop(workspace_payload(payload), subagent=True) or {}
+
+
+def workspace_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload with Claude's session id replaced by the workspace session it continues.
+
+    After /clear, compaction or a fork Claude brings a new id that SessionStart
+    adopted as an alias: the guard rails must see the adopted session's
+    baseline, checkpoints and sandbox, not start afresh without the overlay.
+    """
+    claude_id = payload.get("session_id")
+    if not state.valid_id(claude_id):
+        return payload
+    return {**payload, "session_id": state.resolve_session(claude_id)}
 
 
 def _merge(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:

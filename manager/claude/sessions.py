@@ -107,7 +107,7 @@ def session_start(payload: dict[str, Any]) -> dict[str, Any]:
     source = str(payload.get("source") or "startup")
     session_id = _adopt(claude_id, source, payload)
     ensure(session_id, payload)
-    _guardrails_start(payload)
+    _guardrails_start({**payload, "session_id": session_id})
     return protocol.context("SessionStart", _start_context(session_id, source))
 
 

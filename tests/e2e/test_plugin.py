@@ -18,6 +18,7 @@ from .claude import ClaudeEnv
 from .claude import ClaudeRun
 from .fake_api import Bash
 from .fake_api import Tool
+from .fake_api import user_texts
 
 SIGPROBE = Path(__file__).resolve().parent / "sigprobe.py"
 ENV = {"WORKSPACE_ENGINE": "overlay"}
@@ -233,3 +234,53 @@ def test_ask_names_the_original_command(claude_env: ClaudeEnv, project_dir: Path
     assert "overlay_enter.sh" in result.permission_denials[0]["tool_input"]["command"]
     assert "returned permissionDecision: ask (reason: workspace: runs `touch asked.txt`" \
         in result.debug_log
+
+
+def _git_project(project_dir: Path, limit: int) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@e", *args],
+                       cwd=project_dir, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    (project_dir / "app.py").write_text("print('hello')\n")
+    (project_dir / ".workspace.yaml").write_text(f"budget:\n  limit: {limit}\n")
+    git("add", "-A")
+    git("commit", "-qm", "initial")
+
+
+def test_diff_budget_blocks_once_then_checkpoint_and_rewind(claude_env: ClaudeEnv,
+                                                            project_dir: Path) -> None:
+    _git_project(project_dir, limit=20)
+    user_git = subprocess.run(["git", "status", "--porcelain"], cwd=project_dir,
+                              capture_output=True, text=True, check=True).stdout
+    script = [Bash("seq 1 30 > big.txt && echo '# v2' >> app.py && echo made"),
+              "first answer", "second answer"]
+    result = run(claude_env, project_dir, script)
+    assert result.outputs() == ["made"], result.describe()
+    assert not (project_dir / "big.txt").exists()            # sandboxed: the budget saw the overlay
+    # Stop blocked once with the documented reason; the client sent one more request; the next
+    # Stop (stop_hook_active) let the session end.
+    assert result.result["result"] == "second answer", result.describe()
+    assert len(result.main_requests) == 3
+    reason = " ".join(user_texts(result.main_requests[2].body))
+    assert "Diff budget exceeded: 31/20 lines changed" in reason, reason
+    assert "big.txt (30)" in reason and "/workspace:reset" in reason
+    assert "hook error" not in result.debug_log.lower()
+
+    listed = workspace(claude_env, project_dir, "checkpoints", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (auto,) = json.loads(listed.stdout)["checkpoints"]
+    assert (auto["auto"], auto["files"], auto["lines"]) == (True, 2, 31)
+
+    changed = workspace(claude_env, project_dir, "run", "--", "sh", "-c",
+                        "rm big.txt && echo later > later.txt")
+    assert changed.returncode == 0, changed.stderr
+    rewound = workspace(claude_env, project_dir, "rewind", str(auto["id"]), "--json")
+    assert rewound.returncode == 0, rewound.stderr
+    view = workspace(claude_env, project_dir, "run", "--", "sh", "-c",
+                     "wc -l < big.txt; tail -n1 app.py; ls later.txt 2>&1 | grep -c 'No such'")
+    assert view.stdout.split("\n")[:3] == ["30", "# v2", "1"], view.stdout + view.stderr
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=project_dir, capture_output=True,
+                          text=True, check=True).stdout == user_git
+    budget = json.loads(workspace(claude_env, project_dir, "budget", "--json").stdout)
+    assert (budget["used"], budget["limit"], budget["over"]) == (31, 20, True)

@@ -297,3 +297,32 @@ def test_repository_without_commits(project: Path, ws, git_env: None):
     ws("rewind", "--session", SID, "1", check=True)
     assert (project / "first.txt").exists() and not (project / "second.txt").exists()
     assert json.loads(ws("budget", "--session", SID, "--json", check=True).stdout)["used"] == 1
+
+
+def test_overlay_view_is_memoised_only_while_nothing_changed(repo: Git, project: Path, ws,
+                                                             overlay_engine: str,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    from manager import shadow as shadow_mod
+
+    start(project)
+    view(ws, "echo aaa > sb.txt; rm tool.sh")
+    target = for_hook(SID, str(project))
+    monkeypatch.setattr(shadow_mod, "RACY_S", 60.0)
+    first = target.snapshot()
+    assert not target.shadow.view_notes.exists()          # too fresh to trust its mtime
+    monkeypatch.setattr(shadow_mod, "RACY_S", 0.0)
+    assert target.snapshot() == first and target.shadow.view_notes.exists()
+
+    def no_apply(*args: object) -> bool:
+        raise AssertionError("the memo should have answered")
+
+    with monkeypatch.context() as m:
+        m.setattr(shadow_mod, "apply_overlay", no_apply)
+        assert target.snapshot() == first
+    view(ws, "echo bbb > sb.txt")                          # same size, new content
+    second = target.snapshot()
+    assert second.view != first.view
+    (project / "direct.txt").write_text("d\n")             # the work tree moves: recomputed
+    third = target.snapshot()
+    target.shadow.view_notes.unlink()
+    assert target.snapshot() == third != second
