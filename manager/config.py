@@ -43,7 +43,6 @@ SCHEMA: dict[str, Option] = {
     "container.memory": Option(str, "", "memory limit, e.g. 2g (empty: none)"),
     "container.pids": Option(int, 0, "process limit (0: none)"),
     "container.cpus": Option(float, 0.0, "CPU limit (0: none)"),
-    "container.mount_home": Option(bool, False, "also overlay $HOME into the container"),
     "container.upper": Option(str, "auto", "where a container session's overlay lives: host (an "
                               "upper dir on the host), volume (a volume inside the engine, for "
                               "engines in a VM), auto (host where it works)",

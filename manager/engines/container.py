@@ -134,9 +134,6 @@ class ContainerEngine:
             yield
 
     def _start(self, session: Session) -> None:
-        if self.config["container.mount_home"]:
-            raise EngineUnavailable("container.mount_home is not implemented for podman/docker yet",
-                                    hint="unset it; only the project is overlaid")
         client = self.client()
         name = self.container_name(session)
         volume = self.upper_mode(session) == "volume"
@@ -336,7 +333,7 @@ class ContainerEngine:
     def _make_home(self, client: DockerClient, name: str, session: Session) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
-        It lives in the container and is discarded with it (unless ``mount_home``).
+        It lives in the container and is discarded with it: only the project is reviewable.
         """
         home = os.environ.get("HOME", "")
         project = session.project_path
