@@ -92,8 +92,10 @@ if [ "$need_rootfs" = 1 ] && [ ! -s "$TARBALL" ] || [ "$FORCE" = 1 ]; then
     find "$CACHE" -maxdepth 1 -name "$SUITE-minbase-*.tar" ! -name "${TARBALL##*/}" -delete
     rm -rf "$ROOT"; trap - EXIT
     say "rootfs: $TARBALL ($(du -h "$TARBALL" | cut -f1), $(( $(date +%s) - t0 )) s)"
-else
+elif [ -s "$TARBALL" ]; then
     say "rootfs: cached $TARBALL"
+else
+    say "rootfs: not needed (every engine has the base image)"
 fi
 
 # --- per engine: import base, build sandbox ------------------------------------------------
