@@ -55,7 +55,7 @@ class Report:
         return "lines" if self.metric == "lines" else "files"
 
     def figure(self) -> str:
-        return f"{_num(self.used)}/{self.limit} {self.unit} changed"
+        return f"{format_count(self.used)}/{self.limit} {self.unit} changed"
 
     def biggest(self, n: int) -> list[FileCost]:
         return sorted(self.files, key=lambda f: (-f.cost, f.path))[:n]
@@ -66,7 +66,7 @@ class Report:
                 "over": self.over, "notice": self.notice, "files": files}
 
 
-def _num(value: float) -> str:
+def format_count(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 

@@ -163,7 +163,7 @@ def _decide(target: Target, state: dict[str, Any], report: Report, active: bool)
 
 
 def block_reason(report: Report, top: int) -> str:
-    names = ", ".join(f"{f.path} ({budget._num(f.cost)})" for f in report.biggest(top))
+    names = ", ".join(f"{f.path} ({budget.format_count(f.cost)})" for f in report.biggest(top))
     return (f"Diff budget exceeded: {report.figure()} since the last review "
             f"(limit {report.limit}). Biggest files: {names}. Stop here and ask the user to "
             "review the changes (`workspace status`, `workspace diff`, `git diff`); "

@@ -7,7 +7,7 @@ import argparse
 from manager import guardrails
 from manager import ui
 from manager.budget import Report
-from manager.budget import _num
+from manager.budget import format_count
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.guardtarget import for_cli
@@ -46,6 +46,6 @@ def _print(session_id: str, report: Report) -> None:
     for f in report.biggest(len(report.files)):
         counts = "binary" if f.kind == "binary" else "submodule" if f.kind == "submodule" \
             else f"+{f.added} -{f.deleted}"
-        ui.out(f"  {_num(f.cost):>7}  {counts:<14} {f.path}")
+        ui.out(f"  {format_count(f.cost):>7}  {counts:<14} {f.path}")
     if report.over:
         ui.out(ui.paint("  (review, then `workspace reset` to start a new budget)", "dim"))
