@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import traceback
 from collections.abc import Sequence
 
 from manager import __version__
@@ -65,6 +64,7 @@ def _crash() -> int:
     import os
     import platform
     import tempfile
+    import traceback
 
     log = os.path.join(tempfile.gettempdir(), f"workspace-crash-{os.getpid()}.log")
     with open(log, "w", encoding="utf-8") as f:

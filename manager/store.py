@@ -14,8 +14,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
-import shutil
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -75,6 +73,8 @@ def validate_id(session_id: str) -> str:
 
 
 def new_id() -> str:
+    import secrets  # lazy: only new sessions need it (keeps `workspace run` lean)
+
     return "ws-" + secrets.token_hex(4)
 
 
@@ -146,6 +146,8 @@ def list_sessions() -> tuple[list[Session], list[StateError]]:
 
 def remove(session: Session) -> None:
     """Delete a session directory; callers make sure nothing holds it."""
+    import shutil
+
     _make_writable(session.dir)
     shutil.rmtree(session.dir)
     pointer = _pointer_path(session.project_path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -125,6 +124,8 @@ class OverlayEngine:
     def destroy(self, session: Session) -> None:
         self.release(session)
         if session.sandbox.exists():
+            import shutil
+
             shutil.rmtree(session.sandbox)
 
 
