@@ -8,11 +8,13 @@ becomes a ``systemMessage`` for the user.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Any
 
 from manager.claude import protocol
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 HANDLERS = {
     "PreToolUse": ("manager.claude.pretool", "handle"),
@@ -38,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         answer = dispatch(event, raw)
     except BaseException as exc:  # noqa: BLE001 - fail closed, whatever it was
         answer = failure(event, exc)
-    with contextlib.suppress(OSError):   # the client went away
+    try:  # noqa: SIM105 - importing contextlib costs the hook's start-up
         protocol.emit(answer)
+    except OSError:   # the client went away
+        pass
     return 0
 
 

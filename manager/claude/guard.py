@@ -8,10 +8,12 @@ bypass, so only the user, never the model, can let a call out of the sandbox.
 
 from __future__ import annotations
 
-from typing import Any
-
 from manager.claude import protocol
 from manager.claude import state
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 PASSTHROUGH_COMMAND = "/workspace:passthrough"
 

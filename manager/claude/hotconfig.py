@@ -9,7 +9,10 @@ of each file tells whether the cache still holds.
 from __future__ import annotations
 
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 KEYS = ("passthrough", "plugin.allow_model_bypass")
 

@@ -26,9 +26,12 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from manager.claude import shell
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 MANAGED = "/etc/claude-code/managed-settings.json"
 MANAGED_DROP_INS = "/etc/claude-code/managed-settings.d"

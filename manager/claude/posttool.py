@@ -10,9 +10,12 @@ that the sandbox did not see. The user gets a ``systemMessage``, Claude an
 from __future__ import annotations
 
 import subprocess
-from typing import Any
 
 from manager.claude import state
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 WARNING = ("workspace: WARNING: a Bash command ran outside the sandbox: Claude Code did not run "
            "the command the workspace hook gave it{detail}. Its side effects went straight to "

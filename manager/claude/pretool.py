@@ -8,7 +8,6 @@ reloading changed settings) happens only when the cached state says so.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from manager.claude import passthrough
 from manager.claude import permissions
@@ -17,6 +16,10 @@ from manager.claude import rewrite
 from manager.claude import shell
 from manager.claude import state
 from manager.claude.protocol import HookInputError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
 OWN_REFUSED = ("workspace: only the user may do this (it changes what is outside the sandbox): "

@@ -13,13 +13,16 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from manager.claude import hotconfig
 from manager.claude import protocol
 from manager.claude import rewrite
 from manager.claude import state
 from manager.claude.slowpath import enable_site
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 PENDING_SHOWN = 5
 

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
-from typing import TypeGuard
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
+    from typing import TypeGuard
 
 HOT = "claude.json"
 CWD = "claude-cwd"
