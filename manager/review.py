@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from manager import changes as changes_mod
 from manager import paths
+from manager import store
 from manager.changes import Change
 from manager.context import Context
 from manager.store import Session
@@ -21,10 +25,24 @@ def pending(ctx: Context, session: Session) -> list[Change]:
     return [c for c in found if not (c.path == state or state in c.path.parents)]
 
 
-def resolve_paths(ctx: Context, raw: list[str]) -> list[Path]:
-    """User-given paths (relative to the cwd) as absolute paths, without following links."""
-    import os
+def never_committed(ctx: Context) -> list[str]:
+    """The user's exclude patterns, and workspace's own state (see ``pending``)."""
+    return [*ctx.config["exclude"], str(paths.state_home())]
 
+
+@contextlib.contextmanager
+def upper_at_rest(ctx: Context, session: Session) -> Iterator[list[changes_mod.Layer]]:
+    """The session's upper layers, locked and with the engine stopped, so nothing
+    changes them while they are applied or dropped (an upper dir must not change
+    under a live overlay mount)."""
+    engine = ctx.engine(session)
+    with store.lock(session, timeout=10):
+        engine.release(session)
+        yield engine.layers(session)
+
+
+def resolve_paths(raw: list[str]) -> list[Path]:
+    """User-given paths (relative to the cwd) as absolute paths, without following links."""
     return [Path(os.path.abspath(p)) for p in raw]
 
 

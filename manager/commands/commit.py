@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 
 from manager import apply
-from manager import paths
 from manager import review
-from manager import store
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
@@ -29,21 +27,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    engine = ctx.engine(session)
-    exclude = [*ctx.config["exclude"], str(paths.state_home())]
-    with store.lock(session, timeout=10):
-        engine.release(session)
-        result = apply.commit(session.dir, engine.layers(session), session.project_path,
-                              review.resolve_paths(ctx, args.paths), force=args.force,
-                              exclude=exclude)
+    with review.upper_at_rest(ctx, session) as layers:
+        result = apply.commit(session.dir, layers, session.project_path,
+                              review.resolve_paths(args.paths), force=args.force,
+                              exclude=review.never_committed(ctx))
     if args.json:
         ui.dump_json(result.as_json())
     else:
-        _report(result, session.project_path)
+        _report(result)
     return 0 if result.ok else 1
 
 
-def _report(result: apply.CommitResult, project: object) -> None:
+def _report(result: apply.CommitResult) -> None:
     for path in result.resumed:
         ui.out(f"finished from an interrupted commit: {path}")
     ui.out(f"committed {len(result.applied)} path(s)")

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def show(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    changes = select(review.pending(ctx, session), review.resolve_paths(ctx, args.paths))
+    changes = select(review.pending(ctx, session), review.resolve_paths(args.paths))
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())
     sys.stdout.write(diff.render(changes, session.project_path, color=colour))
     return 0

@@ -6,7 +6,6 @@ import argparse
 
 from manager import apply
 from manager import review
-from manager import store
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
@@ -28,11 +27,9 @@ def discard(args: argparse.Namespace) -> int:
         raise WorkspaceError("discard drops changes for good", hint="add --yes to confirm")
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    engine = ctx.engine(session)
-    with store.lock(session, timeout=10):
-        engine.release(session)
-        dropped = apply.discard(session.dir, engine.layers(session), session.project_path,
-                                review.resolve_paths(ctx, args.paths))
+    with review.upper_at_rest(ctx, session) as layers:
+        dropped = apply.discard(session.dir, layers, session.project_path,
+                                review.resolve_paths(args.paths))
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:
