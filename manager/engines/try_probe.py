@@ -20,6 +20,7 @@ from pathlib import Path
 
 from manager.engines import overlay_probe
 from manager.engines.base import Check
+from manager.fsutil import write_atomic
 
 INSTALL_HINT = ("install binpash/try (https://github.com/binpash/try): put its `try` script "
                 "on PATH, or set try.path (`workspace config`)")
@@ -98,9 +99,7 @@ def cached(path: Path, cache: Path) -> TryInfo:
     except (OSError, ValueError, TypeError):
         pass
     info = inspect(path)
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(asdict(info)))
-    os.replace(tmp, cache)
+    write_atomic(cache, json.dumps(asdict(info)).encode())
     return info
 
 
