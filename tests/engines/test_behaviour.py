@@ -14,12 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.engines.support import status
+
 pytestmark = pytest.mark.engine
-
-
-def status(ws, *args: str) -> dict[str, str]:
-    proc = ws("status", "--json", *args, check=True)
-    return {c["path"]: c["kind"] for c in json.loads(proc.stdout)["changes"]}
 
 
 def test_state_persists_across_calls(ws, project: Path, engine_name: str):

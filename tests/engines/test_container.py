@@ -20,14 +20,11 @@ from manager import config
 from manager import store
 from manager.engines import registry
 from manager.engines.base import RunRequest
+from tests.engines.support import status
+from tests.engines.support import wait_until
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)]
-
-
-def status(ws) -> dict[str, str]:
-    proc = ws("status", "--json", check=True)
-    return {c["path"]: c["kind"] for c in json.loads(proc.stdout)["changes"]}
 
 
 def containers(cli: str, session_id: str, running_only: bool = False) -> list[str]:
@@ -180,24 +177,17 @@ def test_lean_entry_survives_a_client_style_tree_kill(ws, project: Path, tmp_pat
     script = f"python3 -c 'import time; time.sleep(300)' {marker} & touch ready; wait"
     argv = engine_for(engine_name).entry_argv(session, RunRequest(script, str(project)))
     proc = subprocess.Popen(argv, cwd=project, start_new_session=True)
-    _wait(lambda: (session.sandbox / "upper/ready").exists())
+    wait_until(lambda: (session.sandbox / "upper/ready").exists())
     for p in _descendants(proc.pid):
         with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=1.5) == 128 + signal.SIGTERM
-    _wait(lambda: not _marker_procs(marker), timeout=5)
+    wait_until(lambda: not _marker_procs(marker), timeout=5)
 
 
 def _marker_procs(marker: str) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"])
             if any(marker in part for part in p.info["cmdline"] or [])]
-
-
-def _wait(predicate, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
 
 
 def test_lean_entry_without_container_falls_back_to_the_cli(ws, project: Path, tmp_path: Path,

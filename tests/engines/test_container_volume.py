@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -12,15 +11,11 @@ from manager import config
 from manager import store
 from manager.engines import registry
 from tests.engines.conftest import engine_cli
+from tests.engines.support import status
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"],
                                       indirect=True)]
-
-
-def status(ws) -> dict[str, str]:
-    proc = ws("status", "--json", check=True)
-    return {c["path"]: c["kind"] for c in json.loads(proc.stdout)["changes"]}
 
 
 def current(project: Path) -> store.Session:

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.engines.support import status
+from tests.engines.support import wait_until
+
 pytestmark = [pytest.mark.engine, pytest.mark.slow,
               pytest.mark.parametrize("engine_name", ["docker"], indirect=True)]
-
-
-def status(ws) -> dict[str, str]:
-    proc = ws("status", "--json", check=True)
-    return {c["path"]: c["kind"] for c in json.loads(proc.stdout)["changes"]}
-
-
-def _wait(predicate, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
 
 
 def _dockerd_pid() -> int | None:
@@ -42,7 +31,7 @@ def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
     ws("run", "--", "sh", "-c", "echo before > before.txt", check=True)
     os.kill(pid, signal.SIGTERM)
     try:
-        _wait(lambda: not psutil.pid_exists(pid), timeout=60)
+        wait_until(lambda: not psutil.pid_exists(pid), timeout=60)
         proc = ws("run", "--", "sh", "-c", "echo lost > lost.txt")
         assert proc.returncode != 0
         assert "safe" in proc.stderr and "docker" in proc.stderr, proc.stderr

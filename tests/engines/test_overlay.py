@@ -15,6 +15,7 @@ from manager import store
 from manager.context import Context
 from manager.engines import overlay
 from manager.engines.base import RunRequest
+from tests.engines.support import wait_until
 
 pytestmark = pytest.mark.engine
 
@@ -116,13 +117,6 @@ def test_try_summary_reads_our_sandbox(ws, project: Path):
     assert f"{project}/for-try.txt (added)" in proc.stdout
 
 
-def _wait_until(predicate, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
-
-
 def test_outside_changes_to_the_project_are_seen(ws, project: Path):
     """overlayfs caches lookups; the holder retires when the real project changes."""
     (project / "f").write_text("v1\n")
@@ -131,7 +125,7 @@ def test_outside_changes_to_the_project_are_seen(ws, project: Path):
     (project / "f.tmp").write_text("v2\n")
     os.replace(project / "f.tmp", project / "f")   # an editor's atomic save
     (project / "g").write_text("new\n")             # a file the sandbox looked for before
-    _wait_until(lambda: overlay.holder_pid(_session(project).sandbox) != pid)
+    wait_until(lambda: overlay.holder_pid(_session(project).sandbox) != pid, timeout=10)
     assert ws("run", "--", "cat", "f", "g", check=True).stdout == "v2\nnew\n"
     (project / "g").unlink()
     time.sleep(0.2)
@@ -144,12 +138,12 @@ def test_a_busy_holder_retires_only_when_its_calls_end(ws, project: Path, tmp_pa
     pid = overlay.holder_pid(sandbox)
     runner = subprocess.Popen(_entry(project, "touch started; sleep 2"))
     try:
-        _wait_until(lambda: (sandbox / "upperdir" / str(project)[1:] / "started").exists())
+        wait_until(lambda: (sandbox / "upperdir" / str(project)[1:] / "started").exists(), timeout=10)
         (project / "outside").write_text("x")
         time.sleep(0.5)
         assert overlay.holder_pid(sandbox) in (pid, None)
         assert runner.wait(timeout=30) == 0
     finally:
         runner.kill()
-    _wait_until(lambda: overlay.holder_pid(sandbox) is None)
+    wait_until(lambda: overlay.holder_pid(sandbox) is None, timeout=10)
     assert ws("run", "--", "cat", "outside", check=True).stdout == "x"
