@@ -17,9 +17,6 @@ from typing import Any
 from manager.errors import ConfigError
 from manager.session import paths
 
-PROJECT_FILE = ".workspace.yaml"
-ENV_PREFIX = "WORKSPACE_"
-
 
 @dataclass(frozen=True)
 class Option:
@@ -85,29 +82,17 @@ class Config:
         return self.values.get(key, default)
 
 
-def user_config_files() -> list[Path]:
-    """User-authored files, lowest precedence first."""
-    files: list[Path] = []
-    for base in (paths.config_home(), _plugin_data()):
-        if base is None:
-            continue
-        files.extend(base / name for name in ("config.yaml", "config.yml", "config.json"))
-    return files
-
-
-def _plugin_data() -> Path | None:
-    value = os.environ.get("CLAUDE_PLUGIN_DATA")
-    return Path(value) if value else None
+def config_files(project: Path | None) -> list[Path]:
+    """Every file read, lowest precedence first (the rule is :func:`paths.config_files`)."""
+    return [Path(f) for f in paths.config_files(None if project is None else str(project))]
 
 
 def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
     config = Config()
     for key, option in SCHEMA.items():
         _set(config, key, option.default, "default")
-    for path in user_config_files():
+    for path in config_files(project):
         _merge_file(config, path)
-    if project is not None:
-        _merge_file(config, project / PROJECT_FILE)
     _merge_env(config)
     for key, value in (flags or {}).items():
         if value is not None:
@@ -164,9 +149,7 @@ def _yaml() -> Any:
     except ImportError:
         if not sys.flags.no_site or "site" in sys.modules:
             raise
-        import site
-
-        site.main()
+        paths.enable_site()
         import yaml
     return yaml
 
@@ -195,13 +178,9 @@ def _suggest(key: str) -> str:
 
 def _merge_env(config: Config) -> None:
     for key in SCHEMA:
-        name = env_name(key)
+        name = paths.env_name(key)
         if name in os.environ:
             _set(config, key, _coerce(key, os.environ[name], f"${name}"), f"${name}")
-
-
-def env_name(key: str) -> str:
-    return ENV_PREFIX + key.upper().replace(".", "__")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:

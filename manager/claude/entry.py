@@ -82,10 +82,10 @@ def _crash_log(exc: BaseException) -> str | None:
     import os
     import traceback
 
-    from manager.claude import state
+    from manager.session import paths
 
     try:
-        path = os.path.join(state.state_home(), "hook-errors.log")
+        path = os.path.join(paths.state_root(), "hook-errors.log")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
             f.write("".join(traceback.format_exception(exc)) + "\n")

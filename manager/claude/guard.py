@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from manager.claude import protocol
 from manager.claude import state
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def prompt(payload: dict[str, Any]) -> dict[str, Any]:
     text = payload.get("prompt")
     claude_id = payload.get("session_id")
     if isinstance(text, str) and text.strip().startswith(PASSTHROUGH_COMMAND) \
-            and state.valid_id(claude_id):
+            and paths.valid_id(claude_id):
         session_id = state.resolve_session(str(claude_id))
         if state.read_hot(session_id) is not None:
             state.arm_bypass(session_id)
@@ -55,7 +56,7 @@ def workspace_payload(payload: dict[str, Any]) -> dict[str, Any]:
     baseline, checkpoints and sandbox, not start afresh without the overlay.
     """
     claude_id = payload.get("session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         return payload
     return {**payload, "session_id": state.resolve_session(claude_id)}
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from manager.session import paths
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
@@ -17,30 +19,17 @@ if TYPE_CHECKING:
 KEYS = ("passthrough", "plugin.allow_model_bypass")
 
 
-def _config_files(project: str) -> list[str]:
-    """The files :func:`manager.config.load` reads, in the same order."""
-    bases = []
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    bases.append(os.path.join(xdg, "workspace") if xdg
-                 else os.path.join(os.path.expanduser("~"), ".config", "workspace"))
-    if os.environ.get("CLAUDE_PLUGIN_DATA"):
-        bases.append(os.environ["CLAUDE_PLUGIN_DATA"])
-    names = ("config.yaml", "config.yml", "config.json")
-    files = [os.path.join(b, n) for b in bases for n in names]
-    files.append(os.path.join(project, ".workspace.yaml"))
-    return files
-
-
 def stamp(project: str) -> list[Any]:
     marks: list[Any] = []
-    for path in _config_files(project):
+    for path in paths.config_files(project):
         try:
             st = os.stat(path)
             marks.append([path, st.st_mtime_ns, st.st_size])
         except OSError:
             marks.append([path, None, None])
-    for key in ("WORKSPACE_PASSTHROUGH", "WORKSPACE_PLUGIN__ALLOW_MODEL_BYPASS"):
-        marks.append([key, os.environ.get(key)])
+    for key in KEYS:
+        name = paths.env_name(key)
+        marks.append([name, os.environ.get(name)])
     return marks
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 
 from manager.claude import state
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ WARNING = ("workspace: WARNING: a Bash command ran outside the sandbox: Claude C
 def handle(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = payload.get("session_id")
     tool_input = payload.get("tool_input")
-    if not state.valid_id(claude_id) or not isinstance(tool_input, dict):
+    if not paths.valid_id(claude_id) or not isinstance(tool_input, dict):
         return {}
     session_id = state.resolve_session(str(claude_id))
     if payload.get("tool_name") == "Bash":
@@ -38,7 +39,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 def _check_bash(payload: dict[str, Any], tool_input: dict[str, Any],
                 session_id: str) -> dict[str, Any]:
     call_id = payload.get("tool_use_id")
-    emitted = state.pop_call(session_id, call_id) if state.valid_id(call_id) else None
+    emitted = state.pop_call(session_id, call_id) if paths.valid_id(call_id) else None
     ran = tool_input.get("command")
     if emitted is not None and emitted == ran:
         return {}

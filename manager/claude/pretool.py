@@ -16,6 +16,7 @@ from manager.claude import rewrite
 from manager.claude import shell
 from manager.claude import state
 from manager.claude.protocol import HookInputError
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(tool_input, dict):
         raise HookInputError("hook input field 'tool_input' is missing or not an object")
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         raise HookInputError(f"unusable session_id {claude_id!r}")
     if tool != "Bash":
         from manager.claude import edits
@@ -71,7 +72,7 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
     if not isinstance(command, str):
         raise HookInputError("tool_input.command is missing or not a string")
     call_id = payload.get("tool_use_id")
-    if not state.valid_id(call_id):
+    if not paths.valid_id(call_id):
         call_id = "call-" + os.urandom(8).hex()
     config = _config(session_id, hot)
     script = shell.parse(command)
@@ -140,7 +141,7 @@ def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: 
         hook_cwd = os.getcwd()
     cwd = rewrite.choose_cwd(hook_cwd, state.read_cwd(session_id))
     background = tool_input.get("run_in_background") is True
-    return rewrite.build(_entry(session_id, hot), state.session_dir(session_id), call_id,
+    return rewrite.build(_entry(session_id, hot), paths.session_root(session_id), call_id,
                          command, cwd, background)
 
 

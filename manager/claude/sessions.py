@@ -18,7 +18,8 @@ from manager.claude import hotconfig
 from manager.claude import protocol
 from manager.claude import rewrite
 from manager.claude import state
-from manager.claude.slowpath import enable_site
+from manager.session import paths
+from manager.session.paths import enable_site
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def entry_argv(session_id: str, command: str, cwd: str, cwd_out: str) -> list[st
 
 def session_start(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         raise protocol.HookInputError(f"unusable session_id {claude_id!r}")
     source = str(payload.get("source") or "startup")
     session_id = _adopt(claude_id, source, payload)
@@ -172,7 +173,7 @@ def pending_summary(session_id: str) -> str:
 
 def session_end(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         return {}
     enable_site()
     from manager.errors import WorkspaceError
@@ -186,5 +187,5 @@ def session_end(payload: dict[str, Any]) -> dict[str, Any]:
     # Still busy: the holder's idle exit and `workspace gc` take over.
     with contextlib.suppress(WorkspaceError):
         Context.load(session.project).engine(session).release(session)
-    shutil.rmtree(os.path.join(state.session_dir(session_id), state.CALLS), ignore_errors=True)
+    shutil.rmtree(os.path.join(paths.session_root(session_id), state.CALLS), ignore_errors=True)
     return {}

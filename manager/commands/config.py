@@ -8,7 +8,7 @@ import json
 from manager import ui
 from manager.commands.common import json_arg
 from manager.config import SCHEMA
-from manager.config import env_name
+from manager.session import paths
 from manager.session.context import Context
 
 
@@ -28,5 +28,5 @@ def show(args: argparse.Namespace) -> int:
     for key, option in SCHEMA.items():
         value = json.dumps(ctx.config[key])
         source = ctx.config.sources[key]
-        ui.out(f"{key} = {value}  {ui.paint(f'# {source}; {option.help}; env {env_name(key)}', 'dim')}")
+        ui.out(f"{key} = {value}  {ui.paint(f'# {source}; {option.help}; env {paths.env_name(key)}', 'dim')}")
     return 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from manager.session import paths
 RECORD = "session.json"
 LOCK = "lock"
 SANDBOX = "sandbox"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass
@@ -67,7 +65,7 @@ class Session:
 
 
 def validate_id(session_id: str) -> str:
-    if not _ID.match(session_id):
+    if not paths.valid_id(session_id):
         raise StateError(f"invalid session id {session_id!r}: use letters, digits, '.', '_' and '-'")
     return session_id
 
