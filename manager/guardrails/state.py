@@ -1,11 +1,14 @@
 """Per-session state of the guard rails (diff budget, checkpoints).
 
-It is kept in ``$XDG_STATE_HOME/workspace/guardrails/<id>.json`` and mirrored
-into the workspace session's record (``session.extra["budget"]`` and
-``["checkpoints"]``) whenever that session exists. The file is the durable copy:
-hooks fire before the first sandboxed command creates the session
-(SessionStart, a Stop after direct edits only), and a discarded or collected
-sandbox must not take the session's checkpoints with it.
+This module is its one owner: it is kept in
+``$XDG_STATE_HOME/workspace/guardrails/<id>.json`` and written only by
+:func:`edit`, under that file's lock. Not in the session record: hooks fire
+before the first sandboxed command creates the session (SessionStart, a Stop
+after direct edits only), a discarded or collected sandbox must not take the
+session's checkpoints with it, and a second writer of ``session.json`` outside
+the session lock would overwrite its other writers' saves. Records of older
+versions kept a mirror in ``session.extra``: it is still read when there is no
+side file.
 """
 
 from __future__ import annotations
@@ -73,11 +76,6 @@ def _canonical(state: dict[str, Any]) -> str:
 
 def _write(session_id: str, state: dict[str, Any]) -> None:
     write_json_atomic(_side_file(session_id), state)
-    if store.exists(session_id):
-        # Reload just before saving, to keep the window for clobbering others' edits small.
-        session = store.load(session_id)
-        session.extra.update({k: v for k, v in state.items() if k in KEYS})
-        store.save(session)
 
 
 def forget_idle(max_age_days: float) -> list[str]:

@@ -40,11 +40,9 @@ class Session:
     origin: str = "cli"
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
-    cwd: str | None = None
     client_pid: int | None = None
     client_start: int | None = None
     notes: list[str] = field(default_factory=list)
-    engine_state: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
