@@ -14,6 +14,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from manager.engines import registry
 from manager.errors import ConfigError
 from manager.session import paths
 
@@ -26,11 +27,9 @@ class Option:
     choices: tuple[str, ...] = ()
 
 
-ENGINES = ("auto", "try", "overlay", "podman", "docker")
-
 # One table for every setting. Dotted names map to nested YAML mappings.
 SCHEMA: dict[str, Option] = {
-    "engine": Option(str, "auto", "sandbox engine", ENGINES),
+    "engine": Option(str, registry.AUTO, "sandbox engine", registry.CHOICES),
     "exclude": Option(list, [], "glob patterns (absolute, or relative to the project) never committed"),
     "gc.max_age_days": Option(int, 14, "gc removes empty sessions idle this long even if alive"),
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),

@@ -9,8 +9,6 @@ that the sandbox did not see. The user gets a ``systemMessage``, Claude an
 
 from __future__ import annotations
 
-import subprocess
-
 from manager.claude import state
 from manager.session import paths
 
@@ -56,6 +54,7 @@ def _sync_write(tool_input: dict[str, Any], session_id: str) -> dict[str, Any]:
     """A Write replaced a file the sandbox holds a copy of: give the sandbox the new content."""
     from manager.claude import edits
     from manager.claude import rewrite
+    from manager.claude import sessions
 
     hot = state.read_hot(session_id)
     path = edits.target(tool_input)
@@ -63,21 +62,8 @@ def _sync_write(tool_input: dict[str, Any], session_id: str) -> dict[str, Any]:
         return {}
     parent = rewrite.quote(path.rsplit("/", 1)[0] or "/")
     command = f"mkdir -p -- {parent} && cat > {rewrite.quote(path)}"
-    entry = _entry(session_id, hot)
-    try:
-        with open(path, "rb") as content:
-            done = subprocess.run(entry(command, "/", ""), stdin=content, capture_output=True,
-                                  timeout=60)
-        ok, why = done.returncode == 0, done.stderr.decode(errors="replace").strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, why = False, str(exc)
-    if ok:
+    why = sessions.run_in_sandbox(session_id, command, path)
+    if why is None:
         return {}
     return warn(f"workspace: the sandbox still shows the old {path} ({why}); Bash commands do "
                 "not see this Write. Write it again through a Bash command.")
-
-
-def _entry(session_id: str, hot: dict[str, Any]) -> Any:
-    from manager.claude import pretool
-
-    return pretool._entry(session_id, hot)

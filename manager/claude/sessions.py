@@ -101,6 +101,33 @@ def entry_argv(session_id: str, command: str, cwd: str, cwd_out: str) -> list[st
     return [str(a) for a in ctx.engine(session).entry_argv(session, request)]
 
 
+def run_in_sandbox(session_id: str, command: str, stdin_path: str) -> str | None:
+    """Run ``command`` in the session's sandbox with the file ``stdin_path`` as its input,
+    through :func:`manager.session.sandbox.run`; None when it worked, else why not."""
+    enable_site()
+    import subprocess
+    import tempfile
+
+    from manager.engines.base import RunRequest
+    from manager.errors import WorkspaceError
+    from manager.session import sandbox
+    from manager.session import store
+    from manager.session.context import Context
+
+    try:
+        session = store.load(session_id)
+        ctx = Context.load(session.project)
+        with open(stdin_path, "rb") as stdin, tempfile.TemporaryFile() as stderr:
+            request = RunRequest(command=command, cwd="/", timeout=60, stdin=stdin,
+                                 stdout=subprocess.DEVNULL, stderr=stderr)
+            status = sandbox.run(ctx, session, request)
+            stderr.seek(0)
+            why = stderr.read().decode(errors="replace").strip()
+    except (OSError, WorkspaceError) as exc:
+        return str(exc)
+    return None if status == 0 else why or f"exit {status}"
+
+
 # -- SessionStart ------------------------------------------------------------------
 
 

@@ -97,11 +97,13 @@ class OverlayEngine:
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
-        status = procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+        status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
+                                request.streams())
         if status == NOT_ENTERED and holder_pid(session.sandbox) is None:
             # The holder died between prepare and entry; the command never ran.
             self.prepare(session)
-            status = procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+            status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
+                                    request.streams())
         return status
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:

@@ -38,7 +38,7 @@ class Context:
     def engine(self, session: Session) -> Engine:
         # The engine recorded for an existing session wins over the configuration,
         # so a setting cannot silently retarget a sandbox that holds work.
-        engine: Engine = registry.get(session.engine)(self.config)
+        engine: Engine = registry.make(session.engine, self.config)
         return engine
 
     def session(self, session_id: str | None = None) -> Session:
