@@ -67,8 +67,12 @@ def _make(session_id: str, ctx: Context, session: Session | None) -> Target:
     return Target(store.validate_id(session_id), ctx, session, open_shadow(ctx.project))
 
 
+def not_in_git(target: Target) -> str:
+    """The one wording of "the guard rails are off here"."""
+    return f"{target.ctx.project} is not in a git repository: the diff budget and checkpoints are off here"
+
+
 def require_git(target: Target) -> Shadow:
     if target.shadow is None:
-        raise WorkspaceError(f"{target.ctx.project} is not in a git repository: "
-                             "budget and checkpoints are off here")
+        raise WorkspaceError(not_in_git(target))
     return target.shadow

@@ -18,23 +18,24 @@ from manager.engines import registry
 from manager.errors import EngineUnavailable
 from manager.session import store
 
-ENGINES = ["overlay", "try", "podman", "docker", "docker-volume"]
-MAY_SKIP_IN_CI = {"try"}
-CONTAINER_ENGINES = {"podman", "docker"}
 # "<engine>-volume": a container engine in volume mode (container.upper: volume), which hosts
 # that cannot hold an overlay use; forced here, where the host mode works too.
 VOLUME_SUFFIX = "-volume"
+# Every engine of the registry's one table, and docker once more in volume mode.
+ENGINES = [*registry.ENGINES, "docker" + VOLUME_SUFFIX]
+MAY_SKIP_IN_CI = {"try"}
+CONTAINER_ENGINES = set(registry.CONTAINER_ENGINES)
 
 
 def engine_cli(name: str) -> str:
     """The engine a parametrisation id runs ("docker-volume" -> "docker")."""
     return name.removesuffix(VOLUME_SUFFIX)
-SYSTEM_ENGINES = ["overlay", "try"]  # container engines overlay only the project
+SYSTEM_ENGINES = [n for n in registry.ENGINES if n not in CONTAINER_ENGINES]  # containers: project only
 
 
 def _unavailable(name: str) -> str | None:
     try:
-        return registry.get(name)(config.load(None)).health_check()
+        return registry.make(name, config.load(None)).health_check()
     except EngineUnavailable as exc:
         return str(exc)
 
