@@ -65,8 +65,8 @@ def failure(event: str, exc: BaseException) -> dict[str, Any]:
     if event == "PreToolUse":
         return protocol.deny(f"workspace could not sandbox this call, so it was not run: {what}. "
                              f"To fix: {protocol.DOCTOR}.")
-    return {"systemMessage": f"workspace: the {event or 'hook'} hook failed: {what}. "
-                             f"{protocol.DOCTOR[0].upper()}{protocol.DOCTOR[1:]}."}
+    return protocol.answer(event, notice=f"workspace: the {event or 'hook'} hook failed: {what}. "
+                                         f"{protocol.DOCTOR[0].upper()}{protocol.DOCTOR[1:]}.")
 
 
 def _describe(exc: BaseException) -> str:

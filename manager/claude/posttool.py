@@ -9,6 +9,7 @@ that the sandbox did not see. The user gets a ``systemMessage``, Claude an
 
 from __future__ import annotations
 
+from manager.claude import protocol
 from manager.claude import state
 from manager.session import paths
 
@@ -46,8 +47,7 @@ def _check_bash(payload: dict[str, Any], tool_input: dict[str, Any],
 
 
 def warn(text: str) -> dict[str, Any]:
-    return {"systemMessage": text,
-            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+    return protocol.answer("PostToolUse", notice=text, context=text)
 
 
 def _sync_write(tool_input: dict[str, Any], session_id: str) -> dict[str, Any]:
