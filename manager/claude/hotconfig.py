@@ -16,6 +16,10 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.claude.records import Hot
+    from manager.claude.records import HotConfig
+    from manager.config import Config
+
 KEYS = ("passthrough", "plugin.allow_model_bypass")
 
 
@@ -33,17 +37,23 @@ def stamp(project: str) -> list[Any]:
     return marks
 
 
-def load(project: str) -> dict[str, Any]:
+def load(project: str) -> HotConfig:
     """Read the configuration the slow way (may import YAML)."""
     from pathlib import Path
 
     from manager import config
 
-    merged = config.load(Path(project))
-    return {key: merged[key] for key in KEYS}
+    return pick(config.load(Path(project)))
 
 
-def current(hot: dict[str, Any], project: str) -> tuple[dict[str, Any], bool]:
+def pick(merged: Config) -> HotConfig:
+    """The settings the hooks need, from the merged configuration (slow path only)."""
+    from typing import cast
+
+    return cast("HotConfig", {key: merged[key] for key in KEYS})
+
+
+def current(hot: Hot, project: str) -> tuple[HotConfig, bool]:
     """(settings, whether the cache was stale and had to be reloaded)."""
     marks = stamp(project)
     if hot.get("config_stamp") == marks and isinstance(hot.get("config"), dict):

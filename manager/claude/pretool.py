@@ -22,6 +22,9 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.claude.records import Hot
+    from manager.claude.records import HotConfig
+
 BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
 OWN_REFUSED = ("workspace: only the user may do this (it changes what is outside the sandbox): "
                "ask them to run the matching /workspace: slash command, e.g. /workspace:commit")
@@ -47,7 +50,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     return bash(payload, tool_input, session_id, hot)
 
 
-def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, Hot]:
     session_id = state.resolve_session(claude_id)
     hot = state.read_hot(session_id)
     if hot is None:
@@ -57,7 +60,7 @@ def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, dict[str, An
     return session_id, hot
 
 
-def _config(session_id: str, hot: dict[str, Any]) -> dict[str, Any]:
+def _config(session_id: str, hot: Hot) -> HotConfig:
     from manager.claude import hotconfig
 
     config, reloaded = hotconfig.current(hot, hot["project"])
@@ -67,7 +70,7 @@ def _config(session_id: str, hot: dict[str, Any]) -> dict[str, Any]:
 
 
 def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
-         hot: dict[str, Any]) -> dict[str, Any]:
+         hot: Hot) -> dict[str, Any]:
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise HookInputError("tool_input.command is missing or not a string")
@@ -101,7 +104,7 @@ def ask_reason(command: str, why: str, where: str = "in the sandbox") -> str:
 
 
 def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
-               session_id: str, config: dict[str, Any], project: str) -> dict[str, Any] | None:
+               session_id: str, config: HotConfig, project: str) -> dict[str, Any] | None:
     """The answer for a call that runs outside the sandbox, or None to sandbox it."""
     if not command.strip():
         return {}
@@ -135,7 +138,7 @@ def _outside(command: str, script: shell.Script, project: str,
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
-               hot: dict[str, Any], call_id: str, command: str) -> str:
+               hot: Hot, call_id: str, command: str) -> str:
     hook_cwd = payload.get("cwd")
     if not isinstance(hook_cwd, str) or not hook_cwd.startswith("/"):
         hook_cwd = os.getcwd()
@@ -145,9 +148,10 @@ def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: 
                          command, cwd, background)
 
 
-def _entry(session_id: str, hot: dict[str, Any]) -> rewrite.Entry:
-    if hot.get("entry") and hot.get("entry_bg"):
-        return rewrite.templated(hot["entry"], hot["entry_bg"])
+def _entry(session_id: str, hot: Hot) -> rewrite.Entry:
+    entry, entry_bg = hot.get("entry"), hot.get("entry_bg")
+    if entry and entry_bg:
+        return rewrite.templated(entry, entry_bg)
     # An engine whose entry embeds the command in a larger argument: ask it per call.
     from manager.claude import sessions
 

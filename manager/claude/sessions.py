@@ -25,6 +25,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.claude.records import Hot
+
 PENDING_SHOWN = 5
 
 
@@ -41,7 +43,7 @@ def _client() -> tuple[int | None, int | None]:
     return int(pid), lifecycle.process_start(int(pid))
 
 
-def ensure(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def ensure(session_id: str, payload: dict[str, Any]) -> Hot:
     """The session's hot state, creating the session and the state when missing."""
     enable_site()
     from manager.session import store
@@ -62,15 +64,14 @@ def _record_client(session: Any) -> None:
         session.client_pid, session.client_start = pid, start
 
 
-def build_hot(ctx: Any, session: Any) -> dict[str, Any]:
+def build_hot(ctx: Any, session: Any) -> Hot:
     engine = ctx.engine(session)
-    hot: dict[str, Any] = {"session": session.id, "project": session.project,
-                           "engine": session.engine}
-    hot["entry"], hot["entry_bg"] = _templates(engine, session)
-    hot["layers"] = [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)]
-    hot["config"] = {key: ctx.config[key] for key in hotconfig.KEYS}
-    hot["config_stamp"] = hotconfig.stamp(session.project)
-    return hot
+    entry, entry_bg = _templates(engine, session)
+    return {"session": session.id, "project": session.project, "engine": session.engine,
+            "entry": entry, "entry_bg": entry_bg,
+            "layers": [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)],
+            "config": hotconfig.pick(ctx.config),
+            "config_stamp": hotconfig.stamp(session.project)}
 
 
 def _templates(engine: Any, session: Any) -> tuple[list[str] | None, list[str] | None]:

@@ -29,6 +29,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.claude.records import Hot
+
 HOT = "claude.json"
 CWD = "claude-cwd"
 BYPASS = "bypass-next"
@@ -47,25 +49,25 @@ def resolve_session(claude_id: str) -> str:
     return target if paths.valid_id(target) else claude_id
 
 
-def read_hot(session_id: str) -> dict[str, Any] | None:
+def read_hot(session_id: str) -> Hot | None:
     """The plugin's hot state of a session, or None when it is not set up yet."""
     try:
         with open(os.path.join(paths.session_root(session_id), HOT), encoding="utf-8") as f:
-            data = json.load(f)
+            data: Any = json.load(f)
     except FileNotFoundError:
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        return None
-    return data
+    valid = isinstance(data, dict) and data.get("format") == FORMAT
+    hot: Hot | None = data if valid else None     # what write_hot wrote, in this format
+    return hot
 
 
-def write_hot(session_id: str, data: dict[str, Any]) -> None:
+def write_hot(session_id: str, data: Hot) -> None:
     from pathlib import Path
 
     from manager.fsutil import write_atomic
 
-    data = dict(data, format=FORMAT)
-    write_atomic(Path(paths.session_root(session_id)) / HOT, json.dumps(data, indent=1).encode())
+    record = dict(data, format=FORMAT)
+    write_atomic(Path(paths.session_root(session_id)) / HOT, json.dumps(record, indent=1).encode())
 
 
 def read_cwd(session_id: str) -> tuple[str, str] | None:

@@ -53,6 +53,19 @@ class Outcome:
 
 
 QUIET = Outcome()
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What ``rewind`` did: the checkpoint restored, paths written or removed, and the
+    checkpoint that undoes it (None when nothing was there to keep)."""
+
+    rewound_to: int
+    paths: int
+    undo: int | None
+
+    def as_json(self) -> dict[str, object]:
+        return {"rewound_to": self.rewound_to, "paths": self.paths, "undo": self.undo}
 # Subagents whose block counts are kept (their stop sequences are short).
 _AGENTS_KEPT = 16
 
@@ -234,7 +247,7 @@ def list_checkpoints(target: Target) -> list[dict[str, Any]]:
     return checkpoints.listing(shadow, target.session_id, state)
 
 
-def rewind(target: Target, ident: str) -> dict[str, Any]:
+def rewind(target: Target, ident: str) -> Rewound:
     """Checkpoint the current state, then restore checkpoint ``ident`` exactly."""
     from manager.guardrails import rewind as rewind_mod
 
@@ -256,7 +269,7 @@ def rewind(target: Target, ident: str) -> dict[str, Any]:
         raise WorkspaceError(f"rewind to {item['id']} left differences (ignored files or "
                              "submodules in the way?)",
                              hint="`workspace status` and `git status` show what remains")
-    return {"rewound_to": item["id"], "paths": files, "undo": undo}
+    return Rewound(item["id"], files, undo)
 
 
 def _tip_id(cp: dict[str, Any]) -> int | None:
