@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from manager.engines.container import Labelled
 
 
+# Shared with every ``*_enter.sh`` (tests/engines/test_entry_scripts.py ties them):
+NOT_ENTERED = 125                       # exit status: the sandbox could not be entered
+NO_FALLBACK = "WORKSPACE_NO_FALLBACK"   # set: an entry script fails instead of calling the CLI
+
+
 @dataclass(frozen=True)
 class Check:
     """One line of ``workspace doctor``: what was checked, whether it works, and the fix."""

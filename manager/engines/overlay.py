@@ -21,6 +21,8 @@ from pathlib import Path
 from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
+from manager.engines.base import NO_FALLBACK
+from manager.engines.base import NOT_ENTERED
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
@@ -33,7 +35,6 @@ ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
 HOLDER_PID = "holder.pid"
 READY_TIMEOUT = 20.0
-NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
 TOOLS = ("unshare", "nsenter", "mount")
 
 
@@ -96,7 +97,7 @@ class OverlayEngine:
         (sandbox / HOLDER_PID).write_text(f"{proc.pid} {procs.start_time(proc.pid)}\n")
 
     def run(self, session: Session, request: RunRequest) -> int:
-        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
+        env = dict(os.environ, **{NO_FALLBACK: "1"})
         status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
                                 request.streams())
         if status == NOT_ENTERED and holder_pid(session.sandbox) is None:
