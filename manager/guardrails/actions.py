@@ -36,6 +36,11 @@ from manager.guardrails import checkpoints
 from manager.guardrails import state as guardstate
 from manager.guardrails.budget import Report
 from manager.guardrails.shadow import Snapshot
+from manager.guardrails.state import Blocks
+from manager.guardrails.state import Budget
+from manager.guardrails.state import Checkpoint
+from manager.guardrails.state import Checkpoints
+from manager.guardrails.state import GuardState
 from manager.guardrails.target import Target
 from manager.guardrails.target import for_hook
 from manager.guardrails.target import require_git
@@ -149,7 +154,7 @@ def _stop(target: Target, payload: Payload, subagent: bool) -> Outcome:
                        payload.get("stop_hook_active") is True)
 
 
-def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> dict[str, Any]:
+def _block_counter(state: Budget, payload: Payload, subagent: bool) -> Blocks | Budget:
     """Where this stop sequence counts its blocks: the main agent's, or one per subagent.
 
     Separate counters, so a subagent's fresh stop sequence (``stop_hook_active``
@@ -159,22 +164,22 @@ def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> d
         return state
     agent = payload.get("agent_id")
     key = agent if isinstance(agent, str) and agent else "subagent"
-    agents: dict[str, dict[str, Any]] = state.setdefault("agent_blocks", {})
+    agents = state.setdefault("agent_blocks", {})
     while key not in agents and len(agents) >= _AGENTS_KEPT:
         agents.pop(next(iter(agents)))          # the oldest: its sequence is long over
     return agents.setdefault(key, {})
 
 
-def _auto_checkpoint(target: Target, state: dict[str, Any], snap: Snapshot) -> None:
+def _auto_checkpoint(target: Target, state: GuardState, snap: Snapshot) -> None:
     shadow = require_git(target)
     cp = state.setdefault("checkpoints", checkpoints.fresh_state())
     if checkpoints.create(shadow, target.session_id, cp, snap, "automatic (Stop)", auto=True):
-        keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+        keep = {ref for ref in [checkpoints.current_ref(target.session_id, cp)] if ref}
         cap = target.ctx.config["checkpoints.max_size_mb"] << 20
         checkpoints.enforce_cap(shadow, cap, keep)
 
 
-def _decide(target: Target, state: dict[str, Any], report: Report, active: bool) -> Outcome:
+def _decide(target: Target, state: Blocks | Budget, report: Report, active: bool) -> Outcome:
     if not active:
         state["blocks"] = 0
     if not report.over:
@@ -198,11 +203,11 @@ def block_reason(report: Report, top: int) -> str:
 # -- shared with the CLI ------------------------------------------------------------------
 
 
-def _remember_project(target: Target, state: dict[str, Any]) -> None:
+def _remember_project(target: Target, state: GuardState) -> None:
     state["guard_project"] = str(target.ctx.project)
 
 
-def _measure(target: Target, state: dict[str, Any], snap: Snapshot) -> Report:
+def _measure(target: Target, state: GuardState, snap: Snapshot) -> Report:
     report, state["budget"] = budget.measure(require_git(target), target.ctx.config,
                                              state.get("budget", {}), target.session_id, snap)
     return report
@@ -216,17 +221,17 @@ def measure(target: Target) -> Report:
         return _measure(target, state, snap)
 
 
-def reset(target: Target) -> dict[str, Any]:
+def reset(target: Target) -> Budget:
     """Re-baseline at the current state (idempotent); the new budget state."""
     shadow = require_git(target)
     snap = target.snapshot()
     with guardstate.edit(target.session_id) as state:
         _remember_project(target, state)
         state["budget"] = budget.baseline_state(shadow, target.session_id, snap)
-        return dict(state["budget"])
+        return Budget(**state["budget"])
 
 
-def checkpoint(target: Target, message: str) -> dict[str, Any] | None:
+def checkpoint(target: Target, message: str) -> Checkpoint | None:
     """A checkpoint on demand; None when nothing changed since the last one."""
     shadow = require_git(target)
     snap = target.snapshot()
@@ -235,13 +240,13 @@ def checkpoint(target: Target, message: str) -> dict[str, Any] | None:
         cp = state.setdefault("checkpoints", checkpoints.fresh_state())
         item = checkpoints.create(shadow, target.session_id, cp, snap, message, auto=False)
         if item is not None:
-            keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+            keep = {ref for ref in [checkpoints.current_ref(target.session_id, cp)] if ref}
             checkpoints.enforce_cap(shadow, target.ctx.config["checkpoints.max_size_mb"] << 20,
                                     keep)
         return item
 
 
-def list_checkpoints(target: Target) -> list[dict[str, Any]]:
+def list_checkpoints(target: Target) -> list[Checkpoint]:
     shadow = require_git(target)
     state = guardstate.read(target.session_id).get("checkpoints") or checkpoints.fresh_state()
     return checkpoints.listing(shadow, target.session_id, state)
@@ -272,8 +277,9 @@ def rewind(target: Target, ident: str) -> Rewound:
     return Rewound(item["id"], files, undo)
 
 
-def _tip_id(cp: dict[str, Any]) -> int | None:
-    tip = (cp.get("stream") or {}).get("tip")
+def _tip_id(cp: Checkpoints) -> int | None:
+    stream = cp.get("stream")
+    tip = stream["tip"] if stream is not None else None
     return next((i["id"] for i in cp["items"] if i["commit"] == tip), None)
 
 

@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from typing import NotRequired
+from typing import TypedDict
 
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
@@ -26,6 +28,67 @@ from manager.session import paths
 from manager.session import store
 
 KEYS = ("budget", "checkpoints", "guard_project")
+
+
+# -- the schema ----------------------------------------------------------------------
+
+
+class Stream(TypedDict):
+    """A chain of checkpoint commits on one base commit (ref ``refs/ws/<session>/<n>-<base>``)."""
+
+    n: int
+    base: str | None              # HEAD when the stream began (None: an unborn branch)
+    base_tree: NotRequired[str]   # the base commit's tree, looked up once
+    tip: str | None               # the last checkpoint commit of the stream
+    tip_tree: str | None
+    files: list[str]              # paths the stream's checkpoints changed
+
+
+class Checkpoint(TypedDict):
+    id: int
+    commit: str
+    tree: str                     # the project as the sandbox showed it
+    worktree: str                 # the real work tree (differs while the overlay holds changes)
+    base: str | None
+    stream: int
+    time: float
+    files: int
+    lines: int
+    message: str
+    auto: bool
+
+
+class Checkpoints(TypedDict):
+    next_id: int
+    next_stream: int
+    stream: Stream | None         # None: the next checkpoint starts a fresh stream
+    items: list[Checkpoint]
+
+
+class LastMeasure(TypedDict):
+    view: str                     # the tree measured, and its changes (budget.FileChange)
+    changes: list[list[Any]]
+
+
+class Blocks(TypedDict, total=False):
+    blocks: int                   # blocks in the current stop sequence
+
+
+class Budget(TypedDict, total=False):
+    baseline: str                 # the tree the budget counts from (kept by refs/ws-base/)
+    head: str | None
+    time: float
+    blocks: int                   # the main agent's blocks in its stop sequence
+    agent_blocks: dict[str, Blocks]
+    last: LastMeasure
+
+
+class GuardState(TypedDict, total=False):
+    """``guardrails/<id>.json``."""
+
+    budget: Budget
+    checkpoints: Checkpoints
+    guard_project: str            # the project of a session known only from hooks
 
 
 def _dir() -> Path:
@@ -36,25 +99,32 @@ def _side_file(session_id: str) -> Path:
     return _dir() / f"{store.validate_id(session_id)}.json"
 
 
-def read(session_id: str) -> dict[str, Any]:
+def read(session_id: str) -> GuardState:
     """The state (a copy), empty when there is none yet."""
     state = _read_side(session_id)
     if not state and store.exists(session_id):
         extra = store.load(session_id).extra
-        state = {k: extra[k] for k in KEYS if k in extra}
+        state = _as_state({k: extra[k] for k in KEYS if k in extra})
     return state
 
 
-def _read_side(session_id: str) -> dict[str, Any]:
+def _read_side(session_id: str) -> GuardState:
     try:
         raw = json.loads(_side_file(session_id).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return raw if isinstance(raw, dict) else {}
+    return _as_state(raw)
+
+
+def _as_state(raw: Any) -> GuardState:
+    """JSON read back: the shape :func:`edit` wrote (anything but a mapping reads as empty)."""
+    mapping = isinstance(raw, dict)
+    state: GuardState = raw if mapping else {}      # raw stays Any: the shape edit() wrote
+    return state
 
 
 @contextlib.contextmanager
-def edit(session_id: str) -> Iterator[dict[str, Any]]:
+def edit(session_id: str) -> Iterator[GuardState]:
     """Read-modify-write the state under a lock of our own.
 
     The session lock is not used: running commands hold it shared for as long
@@ -70,11 +140,11 @@ def edit(session_id: str) -> Iterator[dict[str, Any]]:
             _write(session_id, state)
 
 
-def _canonical(state: dict[str, Any]) -> str:
+def _canonical(state: GuardState) -> str:
     return json.dumps(state, sort_keys=True)
 
 
-def _write(session_id: str, state: dict[str, Any]) -> None:
+def _write(session_id: str, state: GuardState) -> None:
     write_json_atomic(_side_file(session_id), state)
 
 

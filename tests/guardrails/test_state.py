@@ -46,3 +46,28 @@ def test_state_written_before_the_session_exists_is_found_after(project):
     store.create(project, "overlay", session_id="early-1")
     assert guardstate.read("early-1") == {"guard_project": str(project)}
     assert guardstate.latest_for(project) == "early-1"
+
+
+def test_the_typed_schema_matches_what_the_guard_rails_write(repo, project):
+    import json
+    import typing
+
+    from manager.guardrails import actions
+
+    payload = {"session_id": "schema-1", "cwd": str(project)}
+    actions.on_session_start(dict(payload, source="startup"))
+    (project / "new.txt").write_text("x\n" * 500)
+    assert actions.on_stop(dict(payload, stop_hook_active=False)).block
+    assert actions.on_stop(dict(payload, stop_hook_active=False, agent_id="a1"), subagent=True)
+    written = json.loads((guardstate._side_file("schema-1")).read_text())
+
+    def keys(record: type) -> set[str]:
+        return set(typing.get_type_hints(record))
+
+    assert set(written) == keys(guardstate.GuardState)
+    assert set(written["budget"]) <= keys(guardstate.Budget)
+    assert {"baseline", "blocks", "agent_blocks", "last"} <= set(written["budget"])
+    cp = written["checkpoints"]
+    assert set(cp) == keys(guardstate.Checkpoints)
+    assert set(cp["stream"]) <= keys(guardstate.Stream) and cp["items"]
+    assert all(set(item) == keys(guardstate.Checkpoint) for item in cp["items"])
