@@ -37,7 +37,8 @@ def test_no_session_is_an_error_on_both_sides(project):
         for_cli(None, str(project))
 
 
-def test_open_or_create_resumes_what_the_resolver_finds(project):
+def test_open_or_create_resumes_what_the_resolver_finds(project, monkeypatch):
+    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")    # named, not probed: no sandbox is made
     ctx = Context.load(str(project))
     created = ctx.open_or_create("made-1")
     assert ctx.find_session() == created == ctx.open_or_create()
