@@ -7,8 +7,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from tests.upgrade.old_release import REPO
 from tests.upgrade.old_release import changes
 from tests.upgrade.old_release import cli
