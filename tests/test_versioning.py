@@ -45,6 +45,7 @@ def session(ws: Runner, project: Path, tmp_path: Path) -> Claude:
     """A Claude session (overlay) with pending changes, guard-rail state and a checkpoint."""
     git_init(project)
     client = Claude(project, tmp_path)
+    client.env["WORKSPACE_PYTHON"] = sys.executable   # this interpreter, whoever runs the tests
     assert client.start().returncode == 0
     assert client.bash("echo pending > new.txt").returncode == 0
     (project / "README.txt").write_text("edited\n")
@@ -114,6 +115,7 @@ def test_doctor_reports_unreadable_sessions_and_gc_keeps_them(
     record.write_text(json.dumps(dict(json.loads(record.read_text()), updated=0)))  # stale
     bump(record)
     other = Claude(session.project, tmp_path, session_id="sess-2")
+    other.env = session.env
     assert other.start().returncode == 0
     (sessions / "sess-2" / "session.json").write_text("{not json")
     before = every_file(tmp_path / "state")
