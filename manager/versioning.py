@@ -54,7 +54,7 @@ class NewerFormat(StateError):
     def __init__(self, kind: str, path: str, found: int, by: str | None) -> None:
         current, name = KINDS[kind]
         who = f"workspace {by}" if by else "a newer workspace"
-        need = f"workspace {by} or later" if by else f"a workspace that reads {name} format {found}"
+        need = f"{by} or later" if by else f"a release that reads {name} format {found}"
         super().__init__(
             f"{name} {path} was written by {who} (format {found}); this workspace "
             f"({RELEASE}) reads up to format {current}. Nothing was changed",

@@ -103,7 +103,7 @@ def test_a_record_from_a_newer_workspace_is_refused_and_left_byte_identical(
         message = answer.spec["permissionDecisionReason"]
     name = versioning.KINDS[kind][1]
     assert f"{name} {path} was written by workspace 9.1.0 (format 99)" in message, message
-    assert "upgrade workspace to workspace 9.1.0 or later" in message
+    assert "upgrade workspace to 9.1.0 or later" in message
     assert every_file(tmp_path / "state") | every_file(project / ".git") == before
     assert not (project / "hello.txt").exists()
 
@@ -124,7 +124,7 @@ def test_doctor_reports_unreadable_sessions_and_gc_keeps_them(
     found = {u["session"]: u for u in json.loads(doctor.stdout)["unreadable"]}
     assert set(found) == {"sess-1", "sess-2"}
     assert "format 99" in found["sess-1"]["problem"]
-    assert found["sess-1"]["fix"].startswith("upgrade workspace to workspace 9.1.0 or later")
+    assert found["sess-1"]["fix"].startswith("upgrade workspace to 9.1.0 or later")
     assert "unreadable" in found["sess-2"]["problem"] and "sandbox" in found["sess-2"]["fix"]
     text = ws("doctor").stdout
     assert "sessions whose state this workspace cannot read: 2" in text
