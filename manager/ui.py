@@ -35,3 +35,35 @@ def err(text: str) -> None:
 
 def dump_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def page(lines: list[str], enabled: bool = True) -> None:
+    """Print ``lines``; through a pager when they overflow a terminal, as git does."""
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if not enabled or not sys.stdout.isatty() or _fits(len(lines)):
+        sys.stdout.write(text)
+        return
+    import shlex
+    import subprocess
+
+    pager = os.environ.get("WORKSPACE_PAGER") or os.environ.get("PAGER") or "less"
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")     # quit if one screen, keep colour, leave text on screen
+    try:
+        proc = subprocess.Popen(shlex.split(pager), stdin=subprocess.PIPE, env=env)
+    except (OSError, ValueError):
+        sys.stdout.write(text)
+        return
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode(errors="surrogateescape"))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    proc.wait()
+
+
+def _fits(count: int) -> bool:
+    import shutil
+
+    return count < shutil.get_terminal_size((80, 24)).lines
