@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     session_args(p)
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
     p.add_argument("--force", action="store_true", help="overwrite conflicting real files")
+    p.add_argument("-p", "--patch", action="store_true",
+                   help="choose hunk by hunk, as git add -p; the rest stays pending")
     json_arg(p)
     p.set_defaults(func=commit)
 
@@ -40,6 +42,10 @@ def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
     paths = resolve_paths(args.paths)
+    if args.patch:
+        from manager.commands.commit_patch import commit_patch
+
+        return commit_patch(ctx, session, paths, force=args.force)
     exclude = never_committed(ctx)
     with upper_at_rest(ctx, session) as layers:
         history = _history(session, layers, paths, exclude, args.force)
