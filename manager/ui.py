@@ -67,3 +67,25 @@ def _fits(count: int) -> bool:
     import shutil
 
     return count < shutil.get_terminal_size((80, 24)).lines
+
+
+def progress(verb: str) -> Any:
+    """A ``(done, total, bytes)`` reporter for long work, on a terminal's stderr only."""
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int, written: int) -> None:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{verb}: {done:,}/{total:,} paths, {human_bytes(written)}{end}")
+        sys.stderr.flush()
+
+    return report
+
+
+def human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{count} B"

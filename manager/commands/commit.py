@@ -57,7 +57,8 @@ def commit(args: argparse.Namespace) -> int:
             held = [f for f in history.flagged if f not in named]
             exclude = [*exclude, *map(str, internals), *map(str, held), *map(str, history.kept)]
         result = apply.commit(session.dir, layers, session.project_path, paths,
-                              force=args.force, exclude=exclude)
+                              force=args.force, exclude=exclude,
+                              progress=ui.progress("committing"))
         applied = history_mod.apply(history) if history is not None else None
         applied_ok = applied is not None and not applied.problems
         dropped = [*internals, *history.kept] if history is not None else []
