@@ -34,10 +34,11 @@ def show(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
     project = session.project_path
-    groups = group(select(pending(ctx, session), resolve_paths(args.paths)), project,
-                   expand=args.all or bool(args.paths))
+    expand = args.all or bool(args.paths)
+    found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES)
+    groups = group(select(found, resolve_paths(args.paths)), project, expand=expand)
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
-    changes, notes = diff_view.reviewed(groups, git, expand=args.all or bool(args.paths))
+    changes, notes = diff_view.reviewed(groups, git, expand=expand)
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())
     if args.stat:
         lines = diff_view.stat_lines(changes, project)

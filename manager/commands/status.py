@@ -34,11 +34,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def status(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    found = select(pending(ctx, session), resolve_paths(args.paths))
+    expand = args.all or bool(args.paths) or args.json
+    found = select(pending(ctx, session, summarize=None if expand else 0),
+                   resolve_paths(args.paths))
     if args.json:
         ui.dump_json(as_json(session, found))
         return 0
-    ui.page(render(session, found, expand=args.all or bool(args.paths), short=args.short),
+    ui.page(render(session, found, expand=expand, short=args.short),
             enabled=not args.no_pager)
     return 0
 

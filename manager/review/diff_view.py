@@ -17,13 +17,18 @@ from manager.review import lines as lines_mod
 from manager.review.gitview import GitView
 from manager.review.grouping import Groups
 
-MAX_OUTSIDE_FILES = 20   # a new directory elsewhere with more files is summarised
+MAX_NEW_DIR_FILES = 20   # a new directory with more files is summarised unless named
 
 
 def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], list[str]]:
     """(changes to diff in full, one-line summaries of what is left out)."""
-    shown = [c for e in groups.project for c in e.members]
+    shown: list[Change] = []
     notes: list[str] = []
+    for entry in groups.project:
+        if entry.change.below is None:
+            shown.extend(entry.members)
+        else:
+            notes.append(_new_dir_note(entry.change, entry.files))
     shown.extend(git.flagged)
     if expand:
         shown.extend(git.hidden)
@@ -37,13 +42,17 @@ def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], 
             notes.append(f"{label}: {files:,} ignored file(s) not shown (workspace diff {label})")
     for entries in groups.elsewhere.values():
         for entry in entries:
-            if expand or not entry.collapsed or entry.files <= MAX_OUTSIDE_FILES:
+            if entry.change.below is None:
                 shown.extend(entry.members)
             else:
-                notes.append(f"{entry.change.path}/: new directory, {entry.files:,} files "
-                             f"not shown (workspace diff {entry.change.path})")
+                notes.append(_new_dir_note(entry.change, entry.files))
     shown.sort(key=lambda c: (not c.in_project, c.path.parts))
     return shown, notes
+
+
+def _new_dir_note(change: Change, files: int) -> str:
+    return (f"{change.path}/: new directory, {files:,} files not shown "
+            f"(workspace diff {change.path})")
 
 
 def stat_lines(changes: list[Change], project: Path) -> list[str]:

@@ -80,7 +80,8 @@ def read(project: Path, git_changes: list[Change], worktree_changes: list[Change
     """What ``git_changes`` (under ``project/.git``) mean; ``.gitmodules`` is flagged too."""
     view = GitView()
     git_dir = project / ".git"
-    view.flagged.extend(c for c in worktree_changes if c.path == project / ".gitmodules")
+    gitmodules = project / ".gitmodules"
+    view.flagged.extend(c for c in worktree_changes if c.path == gitmodules)
     if not git_changes:
         return view
     for change in git_changes:

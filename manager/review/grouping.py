@@ -18,6 +18,7 @@ from pathlib import Path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.changes.model import is_within
 
 # Roots whose second level says more than the first (/usr/local, /var/lib...).
 DEEP_ROOTS = frozenset({"usr", "var", "opt", "srv"})
@@ -32,6 +33,8 @@ class Entry:
 
     @property
     def files(self) -> int:
+        if self.change.below is not None:
+            return self.change.below
         return sum(1 for c in self.members if (c.new_type or c.old_type) is not EntryType.DIR) \
             or (0 if self.is_dir else 1)
 
@@ -41,7 +44,7 @@ class Entry:
 
     @property
     def collapsed(self) -> bool:
-        return len(self.members) > 1
+        return len(self.members) > 1 or self.change.below is not None
 
 
 @dataclass
@@ -75,7 +78,7 @@ def group(changes: list[Change], project: Path, *, expand: bool = False,
     in_project: list[Change] = []
     outside: list[Change] = []
     for change in changes:
-        if change.path == git_dir or git_dir in change.path.parents:
+        if is_within(change.path, git_dir):
             result.git.append(change)
         elif change.in_project:
             in_project.append(change)
@@ -102,7 +105,7 @@ def _collapse(changes: list[Change], expand: bool) -> list[Entry]:
     entries: list[Entry] = []
     root: Entry | None = None
     for change in changes:
-        if root is not None and root.change.path in change.path.parents:
+        if root is not None and is_within(change.path, root.change.path):
             root.members.append(change)
             continue
         entry = Entry(change, [change])
@@ -118,7 +121,7 @@ def _collapses(change: Change) -> bool:
 
 def root_label(path: Path, home: Path) -> str:
     """Where an outside change lives, for grouping: ``~/.cache``, ``/tmp``, ``/usr/local``."""
-    if path == home or home in path.parents:
+    if is_within(path, home):
         rel = path.relative_to(home).parts
         return "~/" + rel[0] if rel else "~"
     parts = path.parts[1:]
