@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Runner
 from tests.review.conftest import git
 
@@ -84,3 +86,20 @@ def test_git_config_and_hooks_are_security_relevant(
     assert "security-relevant: modified config" in out
     assert "security-relevant: added pre-commit" in out
     assert "security-relevant: added .gitmodules" in out
+
+
+def test_long_output_goes_through_a_pager_on_a_terminal(
+        repo: Path, ws: Runner, sandboxed: Runner, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tests.review.pty_driver import converse
+
+    sandboxed("mkdir d && i=0; while [ $i -lt 200 ]; do touch d/f$i; i=$((i+1)); done")
+    paged = tmp_path / "paged.txt"
+    monkeypatch.setenv("WORKSPACE_PAGER", f"sh -c 'cat > {paged}'")
+    code, screen = converse([sys.executable, "-m", "manager", "status", "--all"], repo, [])
+    assert code == 0, screen
+    assert "d/f199" in paged.read_text() and "d/f199" not in screen
+    piped = ws("status", "--all", check=True).stdout      # not a terminal: no pager
+    assert "d/f199" in piped
