@@ -62,5 +62,5 @@ def _write(plan: patch_prompt.FilePlan) -> Path:
         raise WorkspaceError(f"the sandbox changed {change.path} while you chose hunks; "
                              "nothing written to it", hint="run `workspace commit -p` again")
     partial.write_real(change.path, plan.old, plan.result())
-    partial.renew_upper(change.upper)
+    partial.renew_upper(change.upper, change.path)
     return change.path

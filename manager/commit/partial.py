@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 
+from manager.commit.btime import AT_FDCWD
+from manager.commit.btime import birth_ns
 from manager.errors import WorkspaceError
 
 
@@ -40,11 +43,17 @@ def write_real(path: Path, expected: bytes, content: bytes) -> None:
         raise
 
 
-def renew_upper(upper: Path) -> None:
-    """Copy the sandbox's file onto a new inode (same bytes, mode, times, xattrs)."""
-    fresh = upper.with_name(f".{upper.name}.workspace-{os.getpid()}")
-    shutil.copy2(upper, fresh, follow_symlinks=False)
-    st = os.lstat(upper)
-    if os.geteuid() == 0:
-        os.chown(fresh, st.st_uid, st.st_gid, follow_symlinks=False)
-    os.replace(fresh, upper)
+def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
+    """Copy the sandbox's file onto a new inode (same bytes, mode, times, xattrs) born
+    strictly after the real file's last change: clocks are coarse, and a tie counts as
+    a conflict, so wait out the tick."""
+    for _ in range(tries):
+        fresh = upper.with_name(f".{upper.name}.workspace-{os.getpid()}")
+        shutil.copy2(upper, fresh, follow_symlinks=False)
+        st = os.lstat(upper)
+        if os.geteuid() == 0:
+            os.chown(fresh, st.st_uid, st.st_gid, follow_symlinks=False)
+        os.replace(fresh, upper)
+        if birth_ns(AT_FDCWD, str(upper)) > os.lstat(real).st_ctime_ns:
+            return
+        time.sleep(0.002)
