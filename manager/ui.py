@@ -19,9 +19,14 @@ def use_colour(stream: Any = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+_STDOUT_COLOUR: list[bool] = []
+
+
 def paint(text: str, colour: str, enabled: bool | None = None) -> str:
     if enabled is None:
-        enabled = use_colour()
+        if not _STDOUT_COLOUR:          # once per process: a status may paint 100,000 lines
+            _STDOUT_COLOUR.append(use_colour())
+        enabled = _STDOUT_COLOUR[0]
     return f"\033[{COLOURS[colour]}m{text}\033[0m" if enabled else text
 
 
