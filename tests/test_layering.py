@@ -23,17 +23,19 @@ REPO = ROOT.parent
 # (manager/<pkg>/) or a top-level module (manager/<mod>.py).
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
+    "versioning": {"errors", "fsutil", "__init__"},   # record formats (the hook reads it)
     "fsutil": {"errors"},
     "ui": {"errors"},
     "changes": {"errors"},
-    "commit": {"changes", "errors", "fsutil"},
+    "commit": {"changes", "errors", "fsutil", "versioning"},
     "config": {"errors", "session.paths", "engines.registry"},
-    "session": {"changes", "config", "engines", "errors", "fsutil"},
+    "session": {"changes", "config", "engines", "errors", "fsutil", "versioning"},
     "engines": {"changes", "commit", "config", "errors", "fsutil", "session"},
-    "guardrails": {"changes", "config", "engines", "errors", "fsutil", "session"},
-    "claude": {"changes", "config", "engines", "errors", "fsutil", "guardrails", "session"},
+    "guardrails": {"changes", "config", "engines", "errors", "fsutil", "session", "versioning"},
+    "claude": {"changes", "config", "engines", "errors", "fsutil", "guardrails", "session", "versioning"},
+    "review": {"changes", "commit.hunks", "guardrails.gitplumbing"},
     "commands": {"changes", "claude", "commit", "config", "engines", "errors", "guardrails",
-                 "session", "ui"},
+                 "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),
@@ -44,6 +46,13 @@ MODULE_MAY_IMPORT: dict[str, set[str]] = {
     "engines.registry": {"errors", "config", "engines"},
     "engines.base": {"changes", "session", "engines"},
     "claude.records": set(),
+    # Debt (left for later): git plumbing and the git view belong below both commit and
+    # review; until they move, this module reaches up for them.
+    "commit.history": {"changes", "commit", "errors", "fsutil", "versioning",
+                       "guardrails.gitplumbing", "review.gitview"},
+    # Debt: the health of every record a session has; reaches up (lazily) for two of them.
+    "session.health": {"changes", "config", "engines", "errors", "fsutil", "session",
+                       "versioning", "commit.journal", "guardrails.state"},
 }
 # The hook's hot path: what these may import at module level (stdlib beyond these is refused).
 HOT_PATH = ["manager.claude.entry", "manager.claude.pretool", "manager.claude.posttool",

@@ -19,7 +19,9 @@ HotConfig = TypedDict("HotConfig", {"passthrough": list[str], "plugin.allow_mode
 class Hot(TypedDict):
     """``sessions/<id>/claude.json``: what the hooks need per session without the package."""
 
-    format: NotRequired[int]       # added by state.write_hot; other formats read as absent
+    format: NotRequired[int]       # versioning's marks, added by state.write_hot
+    written_by: NotRequired[str]
+    code: NotRequired[list[str]]   # [the code that built it, its release]: other code rebuilds it
     session: str
     project: str
     engine: str

@@ -36,7 +36,9 @@ CWD = "claude-cwd"
 BYPASS = "bypass-next"
 CALLS = "calls"
 ALIASES = "claude-alias"
-FORMAT = 1
+# The code that built a hot state: its entry templates name this code's scripts, so a
+# plugin updated under a running session rebuilds them on its first call.
+CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def resolve_session(claude_id: str) -> str:
@@ -50,23 +52,34 @@ def resolve_session(claude_id: str) -> str:
 
 
 def read_hot(session_id: str) -> Hot | None:
-    """The plugin's hot state of a session, or None when it is not set up yet."""
+    """The plugin's hot state of a session, or None when it is to be (re)built.
+
+    It is derived from the session record and the configuration, so one that is
+    unreadable or was built by other code is rebuilt; one in a newer format is
+    an error (:class:`manager.versioning.NewerFormat`), never overwritten.
+    """
+    from manager import versioning
+
+    path = os.path.join(paths.session_root(session_id), HOT)
     try:
-        with open(os.path.join(paths.session_root(session_id), HOT), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             data: Any = json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):
         return None
-    valid = isinstance(data, dict) and data.get("format") == FORMAT
-    hot: Hot | None = data if valid else None     # what write_hot wrote, in this format
+    versioning.check("claude", data, path)
+    ours = isinstance(data, dict) and data.get("code") == [CODE, versioning.RELEASE]
+    hot: Hot | None = data if ours else None     # what write_hot wrote, by this code
     return hot
 
 
 def write_hot(session_id: str, data: Hot) -> None:
     from pathlib import Path
 
+    from manager import versioning
     from manager.fsutil import write_atomic
 
-    record = dict(data, format=FORMAT)
+    read_hot(session_id)    # one in a newer format is not ours to overwrite: raises
+    record = versioning.stamp("claude", dict(data, code=[CODE, versioning.RELEASE]))
     write_atomic(Path(paths.session_root(session_id)) / HOT, json.dumps(record, indent=1).encode())
 
 

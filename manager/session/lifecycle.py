@@ -12,6 +12,7 @@ from manager.engines import procs
 from manager.engines import registry
 from manager.engines.base import LeavesContainers
 from manager.errors import WorkspaceError
+from manager.session import health
 from manager.session import store
 from manager.session.context import Context
 from manager.session.store import Session
@@ -68,6 +69,11 @@ def collect(dry_run: bool = False) -> GcReport:
     report.errors.extend(str(e) for e in errors)
     stale: list[tuple[Session, Context]] = []
     for session in sessions:
+        unreadable = health.check_session(session.id)
+        if unreadable:   # what cannot be read cannot be known to be empty: kept
+            report.errors.extend(f"{session.id}: kept, {u.problem} (fix: {u.fix})"
+                                 for u in unreadable)
+            continue
         ctx = Context.load(session.project)
         if is_stale(session, ctx.config["gc.max_age_days"]):
             stale.append((session, ctx))

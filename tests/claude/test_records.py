@@ -22,5 +22,5 @@ def test_hot_record_has_the_keys_session_start_writes(claude: Claude):
     written = json.loads((store.session_dir("sess-1") / state.HOT).read_text())
     assert set(written) == set(typing.get_type_hints(records.Hot))
     assert set(written["config"]) == set(hotconfig.KEYS)
-    assert written["format"] == state.FORMAT
+    assert written["format"] == 1 and written["code"][0] == state.CODE
     assert state.read_hot("sess-1") == written
