@@ -145,7 +145,8 @@ def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
         argv += ["--mount", ",".join(mount)]
     for volume in options.get("volumes", []):
         argv += ["-v", ":".join(volume)]
-    return argv
+    userns = engine.identity().get("userns")
+    return argv + ([f"--userns={userns}"] if userns else [])
 
 
 # -- container.upper: auto ------------------------------------------------------

@@ -8,8 +8,10 @@ broken overlay engine is a failure.
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,7 @@ def _unavailable(name: str) -> str | None:
 
 def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     engine = engine_cli(name)
+    _keep_user_storage(engine, monkeypatch)
     reason = _unavailable(engine)
     if reason:
         if os.environ.get("CI") and engine not in MAY_SKIP_IN_CI:
@@ -51,6 +54,12 @@ def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
         upper = "volume" if name.endswith(VOLUME_SUFFIX) else "host"
         monkeypatch.setenv("WORKSPACE_CONTAINER__UPPER", upper)
     return name
+
+
+def _keep_user_storage(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rootless podman keeps its images under the data home: the test's fake HOME has none."""
+    if engine == "podman" and os.getuid() != 0 and not os.environ.get("XDG_DATA_HOME"):
+        monkeypatch.setenv("XDG_DATA_HOME", str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/share"))
 
 
 @pytest.fixture(params=ENGINES)

@@ -19,6 +19,7 @@ import pytest
 from manager import config
 from manager.engines import registry
 from manager.engines.base import RunRequest
+from manager.engines.container import rootless_podman
 from manager.session import store
 from tests.engines.support import status
 from tests.engines.support import wait_until
@@ -88,10 +89,14 @@ def test_gc_removes_the_container_and_keeps_the_changes(ws, project: Path, engin
     assert status(ws) == {str(project / "kept.txt"): "added"}
 
 
-def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, engine_name: str):
+def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, tmp_path: Path,
+                                                      engine_name: str):
     ws("run", "--", "true", check=True)
     session = current(project)
-    store.remove(session)   # the record goes; its container is left behind
+    # The record goes; its container is left behind. (Moved, not deleted: the overlay's work
+    # dir is the engine's until the container is gone, see _clean_work.)
+    gone = tmp_path / "gone"
+    session.dir.rename(gone)
     expected = {"engine": engine_name, "name": f"workspace-{session.id}",
                 "session": session.id, "reason": "session gone"}
     dry = json.loads(ws("gc", "--json", "--dry-run", check=True).stdout)
@@ -99,6 +104,9 @@ def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, engine_
     out = ws("gc", check=True).stdout
     assert f"removed container workspace-{session.id} ({engine_name}, session gone" in out
     assert containers(engine_name, session.id) == []
+    gone.rename(session.dir)
+    engine_for(engine_name).destroy(store.load(session.id))
+    assert not session.sandbox.exists()
 
 
 def test_gc_leaves_live_sessions_and_other_state_dirs_alone(ws, project: Path, tmp_path: Path,
@@ -136,12 +144,23 @@ def test_network_is_off_by_default(ws, engine_name: str):
 def test_limits_are_applied(ws, project: Path, engine_name: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("WORKSPACE_CONTAINER__PIDS", "64")
     monkeypatch.setenv("WORKSPACE_CONTAINER__MEMORY", "256m")
+    if engine_name == "podman" and rootless_podman() and not _cgroup2():
+        # Rootless podman takes the limits, says so on stderr, and ignores them: refused.
+        proc = ws("run", "--", "true")
+        assert proc.returncode == 125, proc.stderr
+        assert "does not apply container.memory, container.pids" in proc.stderr
+        assert containers(engine_name, current(project).id) == []
+        return
     ws("run", "--", "true", check=True)
     (ctr,) = containers(engine_name, current(project).id)
     fmt = "{{.HostConfig.PidsLimit}} {{.HostConfig.Memory}}"
     out = subprocess.run([engine_name, "inspect", "-f", fmt, ctr], capture_output=True,
                          text=True, check=True).stdout
     assert out.split() == ["64", str(256 * 1024 * 1024)]
+
+
+def _cgroup2() -> bool:
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
 def test_environment_subset(ws, project: Path, engine_name: str):
@@ -226,3 +245,24 @@ def test_disk_full_in_the_upper_dir(ws, project: Path, engine_name: str, small_s
     ws("run", "--", "rm", "-f", "big.bin", check=True)
     assert status(ws) == {str(project / "early.txt"): "added"}
     assert ws("run", "--", "cat", "early.txt", check=True).stdout == "early\n"
+
+
+def test_commit_leaves_the_callers_files_and_modes(ws, project: Path, engine_name: str):
+    """What the sandbox wrote is the caller's after commit: owner, group, modes, opaque dirs."""
+    (project / "old").mkdir()
+    (project / "old/a").write_text("a\n")
+    script = ("mkdir -p d/e && echo x > d/f && printf '#!/bin/sh\\necho hi\\n' > tool.sh && "
+              "chmod 755 tool.sh && chmod 750 d/e && echo more >> README.txt && "
+              "rm -r old && mkdir old && echo b > old/b")
+    ws("run", "-c", script, check=True)
+    ws("commit", check=True)
+    assert not (project / "old/a").exists() and (project / "old/b").read_text() == "b\n"
+    modes = {}
+    for path in [project, *project.rglob("*")]:
+        st = path.lstat()
+        assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid()), path
+        modes[str(path.relative_to(project))] = st.st_mode & 0o7777
+    assert modes == {".": 0o755, "README.txt": 0o644, "tool.sh": 0o755, "d": 0o755,
+                     "d/e": 0o750, "d/f": 0o644, "old": 0o755, "old/b": 0o644}
+    assert status(ws) == {}
+    assert ws("run", "--", "./tool.sh", check=True).stdout == "hi\n"
