@@ -202,8 +202,12 @@ class ContainerEngine:
         if fresh:
             self._push_upper(session)
             (session.sandbox / VOLUME_MARK).write_text(self.volume_name(session) + "\n")
-        mount = ('mkdir -p "$1" && mount -t overlay overlay -o '
-                 f'lowerdir={LOWER_MOUNT},upperdir={VOLUME_MOUNT}/upper,'
+        # The overlay's root is the upper dir's root: it takes the project's owner and mode,
+        # or a caller who is not root could not write in the project's top directory.
+        upper = f"{VOLUME_MOUNT}/upper"
+        mount = (f'chown --reference={LOWER_MOUNT} {upper} && '
+                 f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
+                 f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
                  f'workdir={VOLUME_MOUNT}/work "$1"')
         proc = self._exec_root(name, ["sh", "-c", mount, "sh", session.project])
         if proc.returncode != 0:
@@ -352,7 +356,7 @@ class ContainerEngine:
         """``run`` options that make the caller's uid inside the container the caller's outside."""
         return {}
 
-    def _clean_work(self, session: Session) -> None:
+    def clear_work(self, session: Session) -> None:
         """Leave the overlay's work dir removable by the caller once the container is gone.
 
         The engine's overlay makes ``work/work`` (mode 000) as its own root: the daemon's
@@ -461,7 +465,7 @@ class ContainerEngine:
                 (session.sandbox / VOLUME_MARK).unlink()
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
-                self._clean_work(session)
+                self.clear_work(session)
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
 
     def _remove(self, session: Session) -> None:

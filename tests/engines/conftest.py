@@ -7,6 +7,7 @@ broken overlay engine is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import subprocess
@@ -71,8 +72,12 @@ def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def _remove_containers(cli: str) -> None:
-    """The test's session containers (one per session, reused across its calls) and volumes."""
+    """The test's session containers (one per session, reused across its calls) and volumes.
+
+    Then the overlay work dirs, which the engine's root owns, so pytest can remove tmp dirs.
+    """
     sessions, _ = store.list_sessions()
+    engine = registry.get(cli)(config.load(None))
     for session in sessions:
         label = f"label=org.workspace.session={session.id}"
         ids = subprocess.run([cli, "ps", "-aq", "--filter", label],
@@ -80,6 +85,8 @@ def _remove_containers(cli: str) -> None:
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
         subprocess.run([cli, "volume", "rm", f"workspace-{session.id}"], capture_output=True)
+        with contextlib.suppress(EngineUnavailable):
+            engine.clear_work(session)
 
 
 @pytest.fixture(params=SYSTEM_ENGINES)

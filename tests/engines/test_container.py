@@ -94,7 +94,7 @@ def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, tmp_pat
     ws("run", "--", "true", check=True)
     session = current(project)
     # The record goes; its container is left behind. (Moved, not deleted: the overlay's work
-    # dir is the engine's until the container is gone, see _clean_work.)
+    # dir is the engine's until the container is gone, see ContainerEngine.clear_work.)
     gone = tmp_path / "gone"
     session.dir.rename(gone)
     expected = {"engine": engine_name, "name": f"workspace-{session.id}",
@@ -266,3 +266,18 @@ def test_commit_leaves_the_callers_files_and_modes(ws, project: Path, engine_nam
                      "d/e": 0o750, "d/f": 0o644, "old": 0o755, "old/b": 0o644}
     assert status(ws) == {}
     assert ws("run", "--", "./tool.sh", check=True).stdout == "hi\n"
+
+
+def test_tarstream_on_the_images_python(tmp_path: Path, engine_name: str):
+    """The image's python (Debian 12's 3.11.2, no extractall filter) unpacks streams safely too."""
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    out.mkdir()
+    userns = engine_for(engine_name).identity().get("userns")
+    argv = [engine_name, "run", "--rm", "--network", "none", "-u", f"{os.getuid()}:{os.getgid()}",
+            *([f"--userns={userns}"] if userns else []),
+            "-v", f"{repo}:/src:ro", "-v", f"{out}:/out", config.load(None)["container.image"],
+            "python3", "-I", "/src/tests/tarstream_cases.py", "/out"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok ")
