@@ -357,13 +357,15 @@ class ContainerEngine:
         return {}
 
     def clear_work(self, session: Session) -> None:
-        """Leave the overlay's work dir removable by the caller once the container is gone.
+        self.clear_work_dir(session.sandbox / "work")
+
+    def clear_work_dir(self, work: Path) -> None:
+        """Leave an overlay's work dir removable by the caller once its container is gone.
 
         The engine's overlay makes ``work/work`` (mode 000) as its own root: the daemon's
         (docker) or the caller's first subordinate uid (rootless podman). Only the engine
         can remove it; without this, the session directory could never be deleted.
         """
-        work = session.sandbox / "work"
         inner = work / "work"
         try:
             if inner.lstat().st_uid == os.geteuid():

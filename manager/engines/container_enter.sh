@@ -83,8 +83,8 @@ exec 8> >( (trap '' INT TERM HUP QUIT
 inner='m=/run/ws-calls/$WS_CALL_ID.m
 : >"$m"
 if ! cd -- "$1" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; running in /\n" "$1" >&2
-    cd /
+    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$1" >&2
+    exit 125
 fi
 [[ -n $3 ]] && trap "pwd -P >$m" EXIT
 __ws_cmd=$2

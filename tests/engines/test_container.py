@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,7 +133,7 @@ def test_gc_leaves_live_sessions_and_other_state_dirs_alone(ws, project: Path, t
 def test_missing_image_names_the_fix(ws, engine_name: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("WORKSPACE_CONTAINER__IMAGE", f"workspace-missing-{uuid.uuid4().hex[:6]}")
     proc = ws("run", "--", "true")
-    assert proc.returncode == 1
+    assert proc.returncode == 125
     assert "workspace image build" in proc.stderr
 
 
@@ -281,3 +282,103 @@ def test_tarstream_on_the_images_python(tmp_path: Path, engine_name: str):
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok ")
+
+
+# -- doctor: "works" only after a real call; each known break named with its fix ----------------
+
+
+def _doctor(engine_name: str, project: Path, tmp_path: Path, python: str = sys.executable,
+            **env: str) -> dict[str, dict[str, object]]:
+    """``workspace doctor --engine NAME --json`` as {check name: check}; probes go to tmp_path."""
+    proc = subprocess.run([python, "-m", "manager", "doctor", "--engine", engine_name, "--json"],
+                          cwd=project, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TMPDIR": str(tmp_path), **env})
+    assert proc.returncode in (0, 1), proc.stderr
+    checks = json.loads(proc.stdout)["engines"][engine_name]
+    return {c["name"]: c for c in checks}
+
+
+def _failed(checks: dict[str, dict[str, object]]) -> list[str]:
+    return [name for name, c in checks.items() if not c["ok"]]
+
+
+def test_doctor_works_only_after_a_real_call(project: Path, tmp_path: Path, engine_name: str):
+    checks = _doctor(engine_name, project, tmp_path)
+    assert _failed(checks) == [] and "a sandboxed call works" in checks
+    # The probe's container, state and overlay work dir are gone again.
+    assert list(tmp_path.glob("workspace-probe-*")) == []
+    leftovers = subprocess.run([engine_name, "ps", "-aq", "--filter",
+                                f"label=org.workspace.state={tmp_path}"],
+                               capture_output=True, text=True, check=True).stdout
+    assert leftovers == ""
+
+
+def test_doctor_names_a_missing_image(project: Path, tmp_path: Path, engine_name: str):
+    checks = _doctor(engine_name, project, tmp_path,
+                     WORKSPACE_CONTAINER__IMAGE=f"workspace-missing-{uuid.uuid4().hex[:6]}")
+    assert _failed(checks)[0] == "image present"
+    assert "workspace image build" in str(checks["image present"]["fix"])
+    assert checks["a sandboxed call works"]["detail"] == "not checked: an earlier check failed"
+
+
+def test_doctor_names_a_failing_engine(project: Path, tmp_path: Path, engine_name: str):
+    """An engine binary that cannot reach its daemon or storage."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / engine_name
+    broken.write_text("#!/bin/sh\necho 'Error: cannot connect to the engine' >&2\nexit 125\n")
+    broken.chmod(0o755)
+    checks = _doctor(engine_name, project, tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert _failed(checks)[0] == "daemon reachable"
+    assert "cannot connect to the engine" in str(checks["daemon reachable"]["detail"])
+    assert checks["daemon reachable"]["fix"]
+
+
+def test_doctor_names_an_image_that_cannot_serve_calls(project: Path, tmp_path: Path,
+                                                       engine_name: str):
+    """The base image runs containers (the overlay probe passes) but cannot hold a session."""
+    checks = _doctor(engine_name, project, tmp_path,
+                     WORKSPACE_CONTAINER__IMAGE="workspace-base:bookworm")
+    assert _failed(checks) == ["a sandboxed call works"]
+    assert "FROM workspace-sandbox" in str(checks["a sandboxed call works"]["fix"])
+    assert list(tmp_path.glob("workspace-probe-*")) == []
+
+
+def _python_without_whales(tmp_path: Path) -> str:
+    """A real environment with workspace and PyYAML but not python-on-whales (a bare install)."""
+    import yaml
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in ("yaml", "_yaml"):
+        src = Path(yaml.__file__).parents[1] / name
+        if src.is_dir():
+            shutil.copytree(src, lib / name)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "workspace.pth").write_text(f"{Path(__file__).resolve().parents[2]}\n{lib}\n")
+    return str(venv / "bin/python")
+
+
+def test_without_python_on_whales_doctor_and_calls_say_so(project: Path, tmp_path: Path,
+                                                          engine_name: str):
+    python = _python_without_whales(tmp_path)
+    checks = _doctor(engine_name, project, tmp_path, python=python)
+    assert _failed(checks)[0] == "python-on-whales installed"
+    assert "reinstall workspace" in str(checks["python-on-whales installed"]["fix"])
+    proc = subprocess.run([python, "-m", "manager", "run", "--", "true"], cwd=project,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "WORKSPACE_ENGINE": engine_name})
+    assert proc.returncode == 125 and "python-on-whales is not installed" in proc.stderr
+
+
+def test_a_working_directory_missing_in_the_sandbox_is_refused(ws, project: Path, tmp_path: Path,
+                                                              engine_name: str):
+    """Never somewhere else than asked: a cwd the container does not have is exit 125."""
+    elsewhere = tmp_path / "elsewhere"   # on the host, outside the project: not in the container
+    elsewhere.mkdir()
+    proc = ws("run", "--cwd", str(elsewhere), "--", "sh", "-c", "pwd; echo ran > ran.txt")
+    assert proc.returncode == 125
+    assert f"{elsewhere} does not exist in the sandbox" in proc.stderr and proc.stdout == ""
+    assert status(ws) == {} and not (elsewhere / "ran.txt").exists()
