@@ -8,12 +8,9 @@ its ``upperdir/``. Our own files live in ``DIR/ws/``. Every call goes through
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
-import shutil
-import stat
 import sys
 from pathlib import Path
 
@@ -27,6 +24,7 @@ from manager.engines.base import first_failure
 from manager.engines.try_probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
+from manager.fsutil import remove_tree
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
@@ -151,20 +149,3 @@ def _mount_points() -> list[str]:
             found.append(target)
     return found
 
-
-def remove_tree(root: Path) -> None:
-    """rmtree that first opens up read-only directories (try copies modes up)."""
-
-    def retry(func: object, path: str, _exc: object) -> None:
-        parent = os.path.dirname(path)
-        with contextlib.suppress(OSError):
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-        if callable(func):
-            func(path)
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(root, onexc=retry)
-    else:
-        shutil.rmtree(root, onerror=retry)
