@@ -69,7 +69,8 @@ leftovers=("$WS"/tmp/*)
 shopt -u globstar dotglob nullglob
 : >"$WS/last-used"
 if [[ -n $OUT ]]; then { exec 97>"$OUT"; } 2>/dev/null || fail "cannot write $OUT"; fi
-{ exec 96>"$WS/started" 98>&2; } 2>/dev/null || fail "cannot write $WS/started"
+{ exec 96>"$WS/started"; } 2>/dev/null || fail "cannot write $WS/started"
+exec 98>&2
 
 # Restored inside: the caller's TMPDIR (try v0.2.0 leaks its mktemp files, so
 # they go to ws/tmp) and TRY_SHELL.

@@ -214,7 +214,8 @@ def _hidden_directories(sandbox: Path) -> list[str]:
         log = (sandbox / tryengine_ours() / "try.log").read_text(errors="replace")
     except OSError:
         return []
-    return sorted(set(re.findall(r"Failed mounting (/\S*) as an overlay", log)))
+    # "... as an overlay and mergerfs or unionfs not set", "... via mergerfs" (main, v0.2.0)
+    return sorted(set(re.findall(r"Failed mounting (/\S*) (?:as an overlay|via )", log)))
 
 
 def tryengine_ours() -> str:
@@ -224,16 +225,26 @@ def tryengine_ours() -> str:
 
 
 def _visibility(hidden: list[str]) -> Check:
-    """try leaves a directory with mounts below it empty unless mergerfs/unionfs is installed."""
+    """try leaves a directory with mounts below it empty unless its union helper works."""
     here = [str(Path.cwd()), str(Path.home())]
     blind = [d for d in hidden if any(p == d or p.startswith(d.rstrip("/") + "/") for p in here)]
+    why = _union_helper_problem()
     detail = ("every directory overlaid" if not hidden else
-              f"left empty inside try: {', '.join(hidden)}")
+              f"left empty inside try: {', '.join(hidden)}" + (f" ({why})" if why else ""))
     fix = ("" if not blind else
-           f"{', '.join(blind)} (this project or $HOME) would look empty inside try: install "
-           "mergerfs or unionfs-fuse, which try uses for directories with mounts inside them, "
-           "or use engine overlay")
+           f"{', '.join(blind)} (this project or $HOME) would look empty inside try: "
+           f"{why or 'see the try.log of a session'}; or use engine overlay")
     return Check("project and $HOME visible inside try", not blind, detail, fix)
+
+
+def _union_helper_problem() -> str:
+    """Why try's mergerfs/unionfs (for directories with mounts below them) cannot work."""
+    if not (shutil.which("mergerfs") or shutil.which("unionfs")):
+        return "no mergerfs or unionfs-fuse: install mergerfs"
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return ("mergerfs cannot open /dev/fuse as this user: give it mode 0666, as Debian's "
+                "udev rules do (chmod 0666 /dev/fuse)")
+    return ""
 
 
 def _trial_fix(detail: str, scratch: Path) -> str:

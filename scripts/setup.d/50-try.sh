@@ -52,6 +52,14 @@ if ((${#need[@]})); then
     say "installed: ${need[*]}"
 fi
 
+# mergerfs runs inside try's user namespace as the user, and opens /dev/fuse itself. Debian's udev
+# rules make /dev/fuse 0666; without udev (containers, these VMs) it stays 0600 and an ordinary
+# user's try leaves /var, /run, /mnt empty. Restore the distribution's mode.
+if [[ -c /dev/fuse && $(stat -c %a /dev/fuse) != 666 && ! -e /run/udev/control ]]; then
+    $SUDO chmod 0666 /dev/fuse
+    say "/dev/fuse: mode 0666 (Debian's udev default; no udev here)"
+fi
+
 # --- what is already in place --------------------------------------------------------------
 helpers_ok() {
     [[ -x $BIN/try-commit && -x $BIN/try-summary && $(cat "$HELPERS_STAMP" 2>/dev/null) == "$HELPERS_WANT" ]]

@@ -293,9 +293,11 @@ def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monk
     log = tmp_path / tryengine.OURS / "try.log"
     log.parent.mkdir(parents=True)
     log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '
-                   'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n')
+                   'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n'
+                   'try(/x/mount_and_execute.sh): Warning: Failed mounting /mnt via mergerfs, see '
+                   '"/x/mount.log"\n')
     hidden = try_probe._hidden_directories(tmp_path)
-    assert hidden == ["/run", "/var"]
+    assert hidden == ["/mnt", "/run", "/var"]
     monkeypatch.chdir(tmp_path)
     assert try_probe._visibility(hidden).ok  # tmp_path is not under /var or /run
     project = tmp_path / "var-project"
@@ -395,7 +397,9 @@ def test_a_plugin_session_is_served_through_the_real_hooks(project: Path, tmp_pa
     from tests.claude.conftest import Claude
 
     claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE="try", WORKSPACE_TRY__PATH=str(real_try))
+    # This interpreter: the checkout's .venv may be one an ordinary account cannot run.
+    claude.env.update(WORKSPACE_ENGINE="try", WORKSPACE_TRY__PATH=str(real_try),
+                      WORKSPACE_PYTHON=sys.executable)
     started = claude.start()
     assert started.returncode == 0 and "failed" not in started.stdout, started.stdout
     answer = claude.pre_bash("echo sandboxed > hook.txt && cat hook.txt")
