@@ -95,9 +95,14 @@ class Builder:
         return any(m.startswith(prefix) for m in self.mounts)
 
     def level(self, directory: str) -> None:
+        try:
+            names = sorted(os.listdir(directory))
+        except PermissionError:
+            self.unreadable(directory)
+            return
         skeleton = self.at(self.skeleton, directory)
         skeleton.mkdir(parents=True, exist_ok=True)
-        entries = self.fill_skeleton(directory, skeleton)
+        entries = self.fill_skeleton(directory, names, skeleton)
         error = self.overlay(directory, lower=str(skeleton))
         if error:
             raise RuntimeError(f"cannot overlay {directory}: {error}")
@@ -105,9 +110,21 @@ class Builder:
             with contextlib.suppress(FileNotFoundError):
                 self.entry(os.path.join(directory, name))
 
-    def fill_skeleton(self, directory: str, skeleton: Path) -> list[str]:
+    def unreadable(self, directory: str) -> None:
+        """A directory this user cannot list (e.g. /run/docker, 0700, while a container runs).
+
+        Shown as the user sees it: present, its contents out of reach (its parent's
+        skeleton holds it empty). Read-only, so that nothing is written where commit
+        could never put it.
+        """
+        target = str(self.at(self.root, directory))
+        error = _mount("--bind", target, target) or _mount("-o", "remount,bind,ro", target)
+        state = "empty and read-only" if error is None else f"empty ({error})"
+        self.log.append(f"{directory}: not readable by this user; {state} inside the sandbox")
+
+    def fill_skeleton(self, directory: str, names: list[str], skeleton: Path) -> list[str]:
         subdirs = []
-        for name in sorted(os.listdir(directory)):
+        for name in names:
             try:
                 if self.skeleton_entry(os.path.join(directory, name), skeleton / name):
                     subdirs.append(name)
