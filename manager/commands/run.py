@@ -8,11 +8,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from manager import store
 from manager.commands.common import session_args
-from manager.context import Context
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
+from manager.session import store
+from manager.session.context import Context
 
 SANDBOX_FAILED = 125  # as the per-call entries: the command did not run
 

@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from manager import paths
 from manager.engines.base import Check
 from manager.errors import WorkspaceError
+from manager.session import paths
 
 MIN_KERNEL = (5, 11)  # overlayfs inside a user namespace
 PROBE_IDLE_SECONDS = 60.0  # the trial's holder, should this process die before it stops it

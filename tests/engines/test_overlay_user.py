@@ -274,7 +274,7 @@ def test_commit_leaves_the_users_own_files_and_modes(account: Account):
 
 DESTROY = """
 import sys
-from manager.context import Context
+from manager.session.context import Context
 ctx = Context.load(sys.argv[1])
 session = ctx.session()
 ctx.engine(session).destroy(session)
