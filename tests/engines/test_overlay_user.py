@@ -100,6 +100,25 @@ def test_unreadable_directories_with_mounts_below_are_shown_not_fatal(account: A
         assert f"{locked}: not readable by this user" in log
 
 
+def test_a_project_below_a_directory_of_another_owner(account: Account):
+    """/work/shared/proj, /work/shared root's and proj the user's: overlayfs cannot copy
+    root's directory up in the user's namespace, so the holder prepares the project's path."""
+    shared = account.base / "shared"
+    project = shared / "proj"
+    project.mkdir(parents=True)
+    account.chown(project)
+    if account.uid != 0 and shared.stat().st_uid == account.uid:
+        pytest.skip("pytest runs as an ordinary user: a directory of another owner needs root")
+    proc = account.ws("run", "--", "sh", "-c", "echo x > f && mkdir d && echo y > d/g", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    changes = account.ws("status", "--json", cwd=project, check=True).stdout
+    assert {c["path"]: c["kind"] for c in json.loads(changes)["changes"]} == {
+        str(project / "f"): "added", str(project / "d"): "added", str(project / "d/g"): "added"}
+    account.ws("commit", cwd=project, check=True)
+    assert (project / "d/g").read_text() == "y\n"
+    assert (project / "d/g").stat().st_uid == account.uid
+
+
 # -- 3. doctor: works only after a real call -----------------------------------
 
 def _overlay_checks(account: Account, **env: str) -> tuple[list[dict[str, object]], object]:
