@@ -32,6 +32,7 @@ PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
 STALE_POLL = 0.1       # while calls still run in a stale holder
 HOLDER_PID = "holder.pid"
+OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 
 
 def mount_points() -> list[tuple[str, str]]:
@@ -79,10 +80,15 @@ class Builder:
         self.binds: list[str] = []
         self.scaffold: list[str] = []
 
-    def build(self) -> None:
+    def build(self, project: str = "") -> None:
         for d in (self.upper, self.work, self.root, self.skeleton):
             d.mkdir(exist_ok=True)
         self.mounts = [p for p, _ in mount_points()]
+        if project and _foreign_on_the_way(project):
+            # overlayfs cannot copy up a directory whose owner has no id in this user
+            # namespace (EOVERFLOW): without these nothing could be written in the project.
+            with contextlib.suppress(OSError):
+                self.make_upper(project)
         self.level("/")
         self.bind_files()
         self.private_shm()
@@ -223,6 +229,16 @@ class Builder:
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
 
 
+def _foreign_on_the_way(directory: str) -> bool:
+    """Whether a directory on the way to ``directory`` belongs to an unmapped user or group."""
+    path = Path(directory)
+    try:
+        return any(st.st_uid == OVERFLOW_ID or st.st_gid == OVERFLOW_ID
+                   for st in (os.stat(p) for p in [*reversed(path.parents), path]))
+    except OSError:
+        return False
+
+
 def others_in_namespace() -> bool:
     mine = os.readlink("/proc/self/ns/user")
     for entry in os.listdir("/proc"):
@@ -321,7 +337,7 @@ def main(argv: list[str]) -> int:
     project = argv[2] if len(argv) > 2 else ""
     builder = Builder(sandbox)
     try:
-        builder.build()
+        builder.build(project)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
         return 1
