@@ -336,3 +336,40 @@ def test_parallel_calls_never_report_a_false_not_running(account: Account):
     assert not [err for _, err in results if err], results
     changes = _changes(account)
     assert all(changes.get(str(account.project / f"par-{i}.txt")) == "added" for i in range(24))
+
+
+RACE = """
+import os, signal, sys
+from manager.engines import overlay
+from manager.engines.base import RunRequest
+from manager.session.context import Context
+ctx = Context.load(sys.argv[1])
+session = ctx.session()
+engine = ctx.engine(session)
+request = RunRequest(command="echo ran > raced", cwd=sys.argv[1])
+
+def holder_goes():  # between a call's prepare and its entry (idle exit, retired, killed)
+    engine.prepare(session)
+    pid = overlay.holder_pid(session.sandbox)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+holder_goes()
+assert engine.run(session, request) == 0
+if hasattr(engine, "_enter"):  # the entry itself: the reason goes to the CLI only
+    holder_goes()
+    status, why = engine._enter(session, request)
+    assert status == 125 and why and "not running" in why, (status, why)
+    assert engine.run(session, request) == 0
+"""
+
+
+def test_a_holder_gone_between_prepare_and_entry_is_retried_quietly(account: Account):
+    """The not-entered reason reaches the CLI, not the user; the call then succeeds."""
+    account.ws("run", "--", "true", check=True)
+    overlay_pid = overlay.holder_pid(account.sandbox())
+    assert overlay_pid is not None
+    os.kill(overlay_pid, 9)
+    proc = account.run([account.python, "-c", RACE, str(account.project)])
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert _changes(account) == {str(account.project / "raced"): "added"}
