@@ -7,9 +7,12 @@ broken overlay engine is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +44,7 @@ def _unavailable(name: str) -> str | None:
 
 def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     engine = engine_cli(name)
+    _keep_user_storage(engine, monkeypatch)
     reason = _unavailable(engine)
     if reason:
         if os.environ.get("CI") and engine not in MAY_SKIP_IN_CI:
@@ -53,6 +57,12 @@ def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
+def _keep_user_storage(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rootless podman keeps its images under the data home: the test's fake HOME has none."""
+    if engine == "podman" and os.getuid() != 0 and not os.environ.get("XDG_DATA_HOME"):
+        monkeypatch.setenv("XDG_DATA_HOME", str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/share"))
+
+
 @pytest.fixture(params=ENGINES)
 def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = _use(request.param, monkeypatch)
@@ -62,8 +72,12 @@ def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def _remove_containers(cli: str) -> None:
-    """The test's session containers (one per session, reused across its calls) and volumes."""
+    """The test's session containers (one per session, reused across its calls) and volumes.
+
+    Then the overlay work dirs, which the engine's root owns, so pytest can remove tmp dirs.
+    """
     sessions, _ = store.list_sessions()
+    engine = registry.get(cli)(config.load(None))
     for session in sessions:
         label = f"label=org.workspace.session={session.id}"
         ids = subprocess.run([cli, "ps", "-aq", "--filter", label],
@@ -71,6 +85,8 @@ def _remove_containers(cli: str) -> None:
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
         subprocess.run([cli, "volume", "rm", f"workspace-{session.id}"], capture_output=True)
+        with contextlib.suppress(EngineUnavailable):
+            engine.clear_work(session)
 
 
 @pytest.fixture(params=SYSTEM_ENGINES)
