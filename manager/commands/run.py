@@ -52,7 +52,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
     engine = ctx.engine(session)
     with store.lock(session, shared=True, timeout=60):
         engine.prepare(session)
-        request = RunRequest(command=command, cwd=args.cwd or os.getcwd(), timeout=args.timeout,
+        request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
+                             timeout=args.timeout,
                              cwd_out=Path(args.cwd_out) if args.cwd_out else None)
         return engine.run(session, request)
 
