@@ -38,12 +38,6 @@ LISTING_LIMIT = 5000          # entries per real directory; ~/.claude can be lar
 CONTENT_LIMIT = 1 << 20       # bytes read from a changed file to see whose it is
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "as_user: run a second time as an ordinary user "
-                                       "(scripts/test.sh); set by this conftest")
-    config.addinivalue_line("markers", "needs_root: cannot run as an ordinary user (so not as_user)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("needs_root"):
