@@ -30,6 +30,8 @@ MARKER = "<!-- install: ordinary user"
 PASSED_ENV = ("LANG", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
               "NO_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST")
 
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"   # in sbin, not on the user's PATH
+
 pytestmark = [pytest.mark.slow]
 
 
@@ -67,7 +69,7 @@ class Account:
         if os.getuid() == self.uid:
             full = argv
         else:
-            full = ["runuser", "-u", self.name, "--", "env", "-i",
+            full = [RUNUSER, "-u", self.name, "--", "env", "-i",
                     *(f"{k}={v}" for k, v in env.items()), *argv]
         data = input.encode() if isinstance(input, str) else input
         proc = subprocess.run(full, cwd=cwd, env=env, input=data, capture_output=True,
@@ -92,7 +94,7 @@ def account(tmp_path: Path) -> Iterator[Account]:
     except KeyError:
         pytest.skip(f"no ordinary account {name} to install as (scripts/setup.d/50-testuser.sh)")
     # The root-only tmp_path is no place for the user: a directory of its own under /tmp.
-    made = subprocess.run(["runuser", "-u", name, "--", "mktemp", "-d", "/tmp/ws-readme.XXXXXX"],
+    made = subprocess.run([RUNUSER, "-u", name, "--", "mktemp", "-d", "/tmp/ws-readme.XXXXXX"],
                           capture_output=True, text=True, check=True)
     base = Path(made.stdout.strip())
     try:
