@@ -32,22 +32,48 @@ run_as_root_or_self() {
     record "$(id -un) (all tests, $((SECONDS - started)) s)" "$rc" "$logs/first.log"
 }
 
+# The outermost directory above the checkout that $user cannot enter (e.g. /root), or nothing.
+closed_parent() {
+    local dir=$repo closed=
+    while [[ $dir != / ]]; do
+        dir=$(dirname "$dir")
+        runuser -u "$user" -- test -x "$dir" 2>/dev/null || closed=$dir
+    done
+    echo "$closed"
+}
+
+# Run "$@" (as root) where $user can reach the checkout at its own path: when a directory above
+# it is closed to the user (a clone under /root), in a private mount namespace in which that
+# directory is an empty tmpfs holding only the checkout, bound at the same path (every absolute
+# path in .venv and .cache stays valid; nothing outside this run sees the change).
+with_reachable_checkout() {
+    local closed
+    closed=$(closed_parent)
+    if [[ -z $closed ]]; then "$@"; return; fi
+    echo "==> $closed is closed to $user: its tests see only $repo there (private mount namespace)"
+    unshare --mount --propagation private -- bash -euc '
+        repo=$1 closed=$2; shift 2
+        hold=$(mktemp -d /tmp/workspace-checkout.XXXXXX)
+        mount --bind "$repo" "$hold"
+        mount -t tmpfs -o mode=0755,size=1m workspace-path "$closed"
+        mkdir -p "$repo"
+        mount --bind "$hold" "$repo"
+        umount "$hold" && rmdir "$hold"
+        exec "$@"' with-reachable-checkout "$repo" "$closed" "$@"
+}
+
 # Why $user cannot run the tests from this checkout, or nothing.
 user_blocked() {
-    local uid home dir
+    local uid home
     uid=$(id -u "$user" 2>/dev/null) || { echo "there is no user $user"; return; }
     home=$(getent passwd "$user" | cut -d: -f6)
+    [[ -n $home && -d $home ]] || { echo "$user has no home directory"; return; }
     [[ -d /run/user/$uid && $(stat -c %U "/run/user/$uid") == "$user" ]] ||
         { echo "$user has no runtime directory /run/user/$uid"; return; }
-    dir=$repo
-    while [[ $dir != / ]]; do   # the first directory on the way that the user cannot enter
-        runuser -u "$user" -- test -x "$dir" 2>/dev/null || { echo "$user cannot enter $dir"; return; }
-        dir=$(dirname "$dir")
-    done
-    runuser -u "$user" -- "$repo/.venv/bin/python" -c 'import manager, pytest' >/dev/null 2>&1 ||
-        echo "$user cannot run $repo/.venv/bin/python (an interpreter under a private directory," \
-             "e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
-    [[ -n $home ]] || echo "$user has no home directory"
+    with_reachable_checkout runuser -u "$user" -- "$repo/.venv/bin/python" -c 'import manager, pytest' \
+        >/dev/null 2>&1 ||
+        echo "$user cannot run $repo/.venv/bin/python with workspace and pytest (an interpreter" \
+             "under a private directory, e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
 }
 
 run_as_user() {
@@ -55,8 +81,8 @@ run_as_user() {
     why=$(user_blocked)
     if [[ -n $why ]]; then
         printf 'test.sh: cannot run the tests as %s: %s.\n' "$user" "$why" >&2
-        printf 'test.sh: run scripts/setup.sh (its step 50-testuser makes the account), keep the checkout\n' >&2
-        printf '         where every user can read it, or set WORKSPACE_TEST_USER= for the root run alone.\n' >&2
+        printf 'test.sh: run scripts/setup.sh (its step 50-testuser makes the account), or set\n' >&2
+        printf '         WORKSPACE_TEST_USER= for the root run alone.\n' >&2
         names+=("$user") codes+=(1) summaries+=("not run: $why")
         return
     fi
@@ -72,8 +98,8 @@ run_as_user() {
         esac
     done
     echo "==> as $user: the engine, CLI and plugin tests (basetemp $basetemp)"
-    runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" -m pytest -p no:cacheprovider \
-        --basetemp "$basetemp" -m as_user "$@" 2>&1 | tee "$logs/user.log"
+    with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" -m pytest \
+        -p no:cacheprovider --basetemp "$basetemp" -m as_user "$@" 2>&1 | tee "$logs/user.log"
     rc=${PIPESTATUS[0]}
     record "$user (tests marked as_user, $((SECONDS - started)) s)" "$rc" "$logs/user.log"
     ((rc != 0)) || rm -rf "$basetemp"
