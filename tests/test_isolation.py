@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from manager import paths
 from manager.errors import StateError
+from manager.session import paths
 from tests import conftest
 
 

@@ -9,7 +9,7 @@ from manager import ui
 from manager.commands.common import json_arg
 from manager.config import SCHEMA
 from manager.config import env_name
-from manager.context import Context
+from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
