@@ -2,7 +2,7 @@
 # Run the whole test suite (after scripts/setup.sh). As root, then run the tests marked `as_user`
 # (the engine behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) a
 # second time as an ordinary account, $WORKSPACE_TEST_USER (default wstest, made by
-# scripts/setup.d/50-testuser.sh; set it empty for the root run alone). Extra arguments go to both
+# scripts/setup.d/60-testuser.sh; set it empty for the root run alone). Extra arguments go to both
 # pytest runs. Exit status: 0 only when every run passed; a run that collects nothing fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +81,7 @@ run_as_user() {
     why=$(user_blocked)
     if [[ -n $why ]]; then
         printf 'test.sh: cannot run the tests as %s: %s.\n' "$user" "$why" >&2
-        printf 'test.sh: run scripts/setup.sh (its step 50-testuser makes the account), or set\n' >&2
+        printf 'test.sh: run scripts/setup.sh (its step 60-testuser makes the account), or set\n' >&2
         printf '         WORKSPACE_TEST_USER= for the root run alone.\n' >&2
         names+=("$user") codes+=(1) summaries+=("not run: $why")
         return

@@ -2,7 +2,7 @@
 
 The commands are README.md's fenced block after the ``install: ordinary user`` marker, so
 the README and this test cannot drift. As root the test runs them as $WORKSPACE_TEST_USER
-(default wstest, made by scripts/setup.d/50-testuser.sh) through runuser; as anyone else, as
+(default wstest, made by scripts/setup.d/60-testuser.sh) through runuser; as anyone else, as
 that account itself. The user's HOME is a fresh directory, so the real account is never touched.
 It ends with a working ``workspace run`` (what is committed is the user's) and a plugin session:
 SessionStart, then a Bash call's PreToolUse through the installed plugin's hook entry, run the
@@ -92,7 +92,7 @@ def account(tmp_path: Path) -> Iterator[Account]:
     try:
         uid = pwd.getpwnam(name).pw_uid
     except KeyError:
-        pytest.skip(f"no ordinary account {name} to install as (scripts/setup.d/50-testuser.sh)")
+        pytest.skip(f"no ordinary account {name} to install as (scripts/setup.d/60-testuser.sh)")
     # The root-only tmp_path is no place for the user: a directory of its own under /tmp.
     made = subprocess.run([RUNUSER, "-u", name, "--", "mktemp", "-d", "/tmp/ws-readme.XXXXXX"],
                           capture_output=True, text=True, check=True)

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The system's python3 by default, not one under root's home (pyenv): the tests run a second time
-# as an ordinary user (50-testuser), who must be able to run this interpreter, and it is the
+# as an ordinary user (60-testuser), who must be able to run this interpreter, and it is the
 # Python users have.
 PY=${PYTHON:-/usr/bin/python3}
 home=$("$PY" -c 'import os, sys; print(os.path.dirname(os.path.abspath(sys._base_executable)))')

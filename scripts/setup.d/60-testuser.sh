@@ -6,8 +6,8 @@
 #   WORKSPACE_TEST_USER=NAME   the account (default wstest)
 set -euo pipefail
 user=${WORKSPACE_TEST_USER:-wstest}
-say() { printf '[50-testuser] %s\n' "$*"; }
-die() { printf '[50-testuser] ERROR: %s\n' "$*" >&2; exit 1; }
+say() { printf '[60-testuser] %s\n' "$*"; }
+die() { printf '[60-testuser] ERROR: %s\n' "$*" >&2; exit 1; }
 
 [[ $(id -u) == 0 ]] || die "must run as root"
 [[ $user =~ ^[a-z_][a-z0-9_-]*$ ]] || die "not a user name: $user"
@@ -58,8 +58,23 @@ say "$user: runtime directory $run"
 # Rootless podman must answer for the account (subordinate ids, runtime directory, storage).
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-out=$(runuser -u "$user" -- env -i HOME="$home" USER="$user" LOGNAME="$user" XDG_RUNTIME_DIR="$run" \
-    PATH=/usr/local/bin:/usr/bin:/bin sh -c 'cd && podman info --format "{{.Host.Security.Rootless}}"' 2>"$err") ||
+as_user() {
+    runuser -u "$user" -- env -i HOME="$home" USER="$user" LOGNAME="$user" XDG_RUNTIME_DIR="$run" \
+        PATH=/usr/local/bin:/usr/bin:/bin sh -c 'cd && exec "$@"' as-user "$@"
+}
+out=$(as_user podman info --format '{{.Host.Security.Rootless}}' 2>"$err") ||
     die "rootless podman does not run for $user: $out $(cat "$err")"
 [[ $out == true ]] || die "podman as $user is not rootless: $out $(cat "$err")"
 say "$user: rootless podman answers"
+
+# The account's own (rootless) podman storage needs the sandbox image. One it has (built by
+# `workspace image build` as the account) is kept; otherwise it gets a copy of root's (30-containers).
+image=workspace-sandbox:latest
+if as_user podman image exists "$image" 2>/dev/null; then
+    say "$user: podman has $image"
+else
+    podman image exists "$image" || die "root's podman has no $image (scripts/setup.d/30-containers.sh builds it)"
+    podman save "$image" | as_user podman load -q >/dev/null 2>"$err" ||
+        die "could not give $user's podman $image: $(cat "$err")"
+    say "$user: podman has $image (copied from root's)"
+fi
