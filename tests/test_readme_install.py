@@ -149,7 +149,9 @@ def test_readme_install_as_an_ordinary_user(account: Account):
     src = copy_checkout(account)
     installed = account.run(["bash", "-euo", "pipefail", "-c", readme_block()], src, timeout=900)
     assert installed.returncode == 0, f"README install failed:\n{installed.stdout}\n{installed.stderr}"
-    assert "engine in use:" in installed.stdout, installed.stdout
+    engine = re.search(r"^engine in use: .*$", installed.stdout, re.M)
+    assert engine, installed.stdout
+    print(engine.group(0))   # shown with the failure: which engine auto chose for this account
 
     project = account.base / "project"
     account.check(["mkdir", str(project)], account.base)
