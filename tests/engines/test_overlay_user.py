@@ -74,6 +74,7 @@ def _unreadable_with_mounts_below() -> Path | None:
     return None
 
 
+@pytest.mark.needs_root   # as root, its [ordinary] case runs it as the test user
 def test_unreadable_directories_with_mounts_below_are_shown_not_fatal(account: Account):
     """E.g. /run/docker (0700) while a container runs: present inside, contents out of reach."""
     if os.geteuid() == 0:
@@ -100,6 +101,7 @@ def test_unreadable_directories_with_mounts_below_are_shown_not_fatal(account: A
         assert f"{locked}: not readable by this user" in log
 
 
+@pytest.mark.needs_root   # as root, its [ordinary] case runs it as the test user
 def test_a_project_below_a_directory_of_another_owner(account: Account):
     """/work/shared/proj, /work/shared root's and proj the user's: overlayfs cannot copy
     root's directory up in the user's namespace, so the holder prepares the project's path."""
