@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from manager.apply import commit  # noqa: E402
-from manager.changes import Layer  # noqa: E402
+from manager.changes.model import Layer  # noqa: E402
+from manager.commit.apply import commit  # noqa: E402
 
 MB = 1 << 20
 

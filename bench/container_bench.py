@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from manager import config  # noqa: E402
-from manager import store  # noqa: E402
 from manager.engines import registry  # noqa: E402
 from manager.engines.base import RunRequest  # noqa: E402
+from manager.session import store  # noqa: E402
 
 
 def interleaved_ms(paths: dict[str, Callable[[], object]],

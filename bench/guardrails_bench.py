@@ -128,13 +128,13 @@ def main() -> int:
 
 def report(root: Path, runs: int) -> int:
     sys.path.insert(0, str(REPO))
-    from manager import guardrails
-    from manager.guardtarget import for_hook
+    from manager.guardrails import actions
+    from manager.guardrails.target import for_hook
 
     start = hook("SessionStart", {"source": "startup"}, root)
     if "systemMessage" in start:
         print(f"SessionStart: {start['systemMessage']}", file=sys.stderr)
-    guardrails.reset(for_hook(SID, str(root)))          # a baseline here, whatever came before
+    actions.reset(for_hook(SID, str(root)))          # a baseline here, whatever came before
     change(root, 10, f"after baseline {time.time()}")
     stop_payload = {"stop_hook_active": False}
     first = hook("Stop", stop_payload, root)            # the automatic checkpoint of those 10
@@ -157,8 +157,8 @@ def report(root: Path, runs: int) -> int:
     os.environ["WORKSPACE_CHECKPOINTS__AUTO"] = "0"
     payload = {"session_id": SID, "cwd": str(root), "hook_event_name": "Stop",
                "stop_hook_active": False}
-    figures["stop_check"] = rounds(lambda: guardrails.on_stop(payload), status, runs)
-    take = lambda: guardrails.checkpoint(for_hook(SID, str(root)), "bench")  # noqa: E731
+    figures["stop_check"] = rounds(lambda: actions.on_stop(payload), status, runs)
+    take = lambda: actions.checkpoint(for_hook(SID, str(root)), "bench")  # noqa: E731
     figures["checkpoint"] = rounds(take, status, runs, before=bump)
     return verdict(figures)
 

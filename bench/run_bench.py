@@ -72,7 +72,7 @@ def main() -> int:
 
 ENTRY_ARGV = """
 import os
-from manager.context import Context
+from manager.session.context import Context
 from manager.engines.base import RunRequest
 ctx = Context.load()
 session = ctx.session()

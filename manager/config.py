@@ -24,8 +24,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from manager import paths
 from manager.errors import ConfigError
+from manager.session import paths
 
 PROJECT_FILE = ".workspace.yaml"
 ENV_PREFIX = "WORKSPACE_"

@@ -13,9 +13,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager.changes import Layer
-from manager.changes import is_opaque
-from manager.changes import is_whiteout
+from manager.changes.model import Layer
+from manager.changes.model import is_opaque
+from manager.changes.model import is_whiteout
 
 Entry = tuple[object, ...]
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from manager import journal
-from manager.apply import commit
-from manager.apply import discard
-from manager.changes import Kind
-from manager.changes import read_changes
+from manager.changes.model import Kind
+from manager.changes.model import read_changes
+from manager.commit import journal
+from manager.commit.apply import commit
+from manager.commit.apply import discard
+from manager.commit.plan import conflict
+from manager.commit.safefs import DirChain
+from manager.commit.safefs import UnsafePath
 from manager.errors import WorkspaceError
-from manager.plan import conflict
-from manager.safefs import DirChain
-from manager.safefs import UnsafePath
 from tests.overlay_model import Tree
 from tests.overlay_model import opaque_dir
 from tests.overlay_model import snapshot
@@ -263,8 +263,8 @@ def test_symlink_swapped_in_after_planning_is_refused(tree: Tree, sentinel: Path
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     write(tree.r("d/f"), "old\n")
     copy_up(tree, "d/f").write_text("new\n")
-    import manager.apply as apply_mod
-    from manager.plan import make_plan as real_plan
+    import manager.commit.apply as apply_mod
+    from manager.commit.plan import make_plan as real_plan
 
     def plan_then_swap(*args, **kwargs):  # type: ignore[no-untyped-def]
         plan = real_plan(*args, **kwargs)

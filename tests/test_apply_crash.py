@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from manager.apply import commit
-from manager.changes import read_changes
+from manager.changes.model import read_changes
+from manager.commit.apply import commit
 from tests.overlay_model import Tree
 from tests.overlay_model import opaque_dir
 from tests.overlay_model import snapshot
@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = """
 import sys
 from pathlib import Path
-from manager.apply import commit
-from manager.changes import Layer
+from manager.commit.apply import commit
+from manager.changes.model import Layer
 session, upper, real = map(Path, sys.argv[1:4])
 commit(session, [Layer(upper, real)], real)
 """

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from manager.apply import commit
-from manager.changes import read_changes
+from manager.changes.model import read_changes
+from manager.commit.apply import commit
 from tests.overlay_model import Tree
 from tests.overlay_model import opaque_dir
 from tests.overlay_model import snapshot

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from manager.changes import read_changes
-from manager.diff import render
+from manager.changes.diff import render
+from manager.changes.model import read_changes
 from tests.overlay_model import Tree
 from tests.overlay_model import symlink
 from tests.overlay_model import whiteout

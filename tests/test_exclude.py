@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.exclude import compile_patterns
+from manager.commit.exclude import compile_patterns
 
 P = Path("/home/u/proj")
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager import paths
 from manager.errors import StateError
+from manager.session import paths
 
 
 def test_state_is_temporary(tmp_path):

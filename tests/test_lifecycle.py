@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from manager import store
+from manager.session import store
 
 
 def _dead_pid() -> int:

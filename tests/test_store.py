@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from manager import store
 from manager.errors import StateError
+from manager.session import store
 
 
 def test_create_load_roundtrip(project):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from manager import tarstream
-from manager.changes import is_opaque
-from manager.changes import is_whiteout
+from manager.changes import tarstream
+from manager.changes.model import is_opaque
+from manager.changes.model import is_whiteout
 
 
 def _stream(*members: tuple[tarfile.TarInfo, bytes]) -> io.BytesIO:

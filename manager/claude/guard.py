@@ -1,6 +1,6 @@
 """UserPromptSubmit, Stop and SubagentStop: handed to the guard rails.
 
-The diff budget and checkpoints live in :mod:`manager.guardrails`; these hooks
+The diff budget and checkpoints live in :mod:`manager.guardrails.actions`; these hooks
 hand it the payload with the workspace session id. The plugin adds one thing
 of its own: ``/workspace:passthrough`` typed by the user arms the one-shot
 bypass, so only the user, never the model, can let a call out of the sandbox.
@@ -19,9 +19,9 @@ PASSTHROUGH_COMMAND = "/workspace:passthrough"
 
 
 def _guardrails() -> Any:
-    from manager import guardrails  # lazy: git plumbing is not needed on every hook
+    from manager.guardrails import actions  # lazy: git plumbing is not needed on every hook
 
-    return guardrails
+    return actions
 
 
 def prompt(payload: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _project(payload: dict[str, Any]) -> str:
 
 
 def _client() -> tuple[int | None, int | None]:
-    from manager import lifecycle
+    from manager.session import lifecycle
 
     pid = os.environ.get("CLAUDE_PID", "")
     if not pid.isdigit():
@@ -43,8 +43,8 @@ def _client() -> tuple[int | None, int | None]:
 def ensure(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The session's hot state, creating the session and the state when missing."""
     enable_site()
-    from manager import store
-    from manager.context import Context
+    from manager.session import store
+    from manager.session.context import Context
 
     ctx = Context.load(_project(payload))
     session = ctx.open_or_create(session_id, origin="claude")
@@ -90,9 +90,9 @@ def _templates(engine: Any, session: Any) -> tuple[list[str] | None, list[str] |
 def entry_argv(session_id: str, command: str, cwd: str, cwd_out: str) -> list[str]:
     """The slow way, for engines whose entry cannot be templated: ask the engine per call."""
     enable_site()
-    from manager import store
-    from manager.context import Context
     from manager.engines.base import RunRequest
+    from manager.session import store
+    from manager.session.context import Context
 
     session = store.load(session_id)
     ctx = Context.load(session.project)
@@ -117,8 +117,8 @@ def session_start(payload: dict[str, Any]) -> dict[str, Any]:
 def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:
     """A new id after /clear, compaction or a fork continues the project's current session."""
     enable_site()
-    from manager import lifecycle
-    from manager import store
+    from manager.session import lifecycle
+    from manager.session import store
 
     session_id = state.resolve_session(claude_id)
     if store.exists(session_id) or source not in ("clear", "compact", "fork"):
@@ -134,9 +134,9 @@ def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:
 
 
 def _guardrails_start(payload: dict[str, Any]) -> None:
-    from manager import guardrails  # lazy: git plumbing is not needed on every hook
+    from manager.guardrails import actions  # lazy: git plumbing is not needed on every hook
 
-    guardrails.on_session_start(payload)
+    actions.on_session_start(payload)
 
 
 def _start_context(session_id: str, source: str) -> str:
@@ -150,16 +150,17 @@ def _start_context(session_id: str, source: str) -> str:
 
 
 def pending_summary(session_id: str) -> str:
-    from manager import review
-    from manager import store
-    from manager.context import Context
+    from manager.changes.display import display_path
+    from manager.session import store
+    from manager.session.context import Context
+    from manager.session.sandbox import pending
 
     session = store.load(session_id)
     ctx = Context.load(session.project)
-    found = review.pending(ctx, session)
+    found = pending(ctx, session)
     if not found:
         return "Nothing is pending in the sandbox."
-    shown = ", ".join(review.display_path(c, session.project_path) for c in found[:PENDING_SHOWN])
+    shown = ", ".join(display_path(c, session.project_path) for c in found[:PENDING_SHOWN])
     more = f" and {len(found) - PENDING_SHOWN} more" if len(found) > PENDING_SHOWN else ""
     return (f"{len(found)} change(s) are pending in the sandbox, not yet on the real "
             f"filesystem: {shown}{more}. Commands keep seeing them; the user reviews with "
@@ -174,9 +175,9 @@ def session_end(payload: dict[str, Any]) -> dict[str, Any]:
     if not state.valid_id(claude_id):
         return {}
     enable_site()
-    from manager import store
-    from manager.context import Context
     from manager.errors import WorkspaceError
+    from manager.session import store
+    from manager.session.context import Context
 
     session_id = state.resolve_session(claude_id)
     if not store.exists(session_id):

@@ -1,6 +1,6 @@
 """What the hooks keep per session, read on the hot path with ``os`` alone.
 
-Beside the session record (:mod:`manager.store`) each Claude session has:
+Beside the session record (:mod:`manager.session.store`) each Claude session has:
 
     sessions/<id>/claude.json    the plugin's hot state: the engine's entry argv as a
                                  template, its layers, the settings the rewriter needs
@@ -37,10 +37,10 @@ FORMAT = 1
 
 
 def state_home() -> str:
-    """``$XDG_STATE_HOME/workspace``, as :func:`manager.paths.state_home` (without pathlib)."""
+    """``$XDG_STATE_HOME/workspace``, as :func:`manager.session.paths.state_home` (without pathlib)."""
     base = os.environ.get("XDG_STATE_HOME")
     if not base:
-        from manager import paths  # the default, and the test guard, live there
+        from manager.session import paths  # the default, and the test guard, live there
 
         return str(paths.state_home())
     return os.path.join(base, "workspace")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from manager import guardrails
 from manager import ui
-from manager.budget import Report
-from manager.budget import format_count
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.guardtarget import for_cli
+from manager.guardrails import actions
+from manager.guardrails.budget import Report
+from manager.guardrails.budget import format_count
+from manager.guardrails.target import for_cli
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +30,7 @@ def show(args: argparse.Namespace) -> int:
         else:
             ui.out(f"{target.ctx.project} is not in a git repository: the diff budget is off here")
         return 0
-    report = guardrails.measure(target)
+    report = actions.measure(target)
     if args.json:
         ui.dump_json({"session": target.session_id, "enabled": True, **report.as_json()})
         return 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from manager import guardrails
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.guardtarget import for_cli
-from manager.guardtarget import require_git
+from manager.guardrails import actions
+from manager.guardrails.target import for_cli
+from manager.guardrails.target import require_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def take(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
     require_git(target)
-    item = guardrails.checkpoint(target, args.message or "manual")
+    item = actions.checkpoint(target, args.message or "manual")
     if args.json:
         ui.dump_json({"session": target.session_id, "checkpoint": item})
     elif item is None:

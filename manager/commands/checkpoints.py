@@ -6,12 +6,12 @@ import argparse
 import time
 from typing import Any
 
-from manager import guardrails
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.guardtarget import for_cli
-from manager.guardtarget import require_git
+from manager.guardrails import actions
+from manager.guardrails.target import for_cli
+from manager.guardrails.target import require_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     require_git(target)
     if args.action == "prune":
         return _prune(target, args)
-    items = guardrails.list_checkpoints(target)
+    items = actions.list_checkpoints(target)
     if args.json:
         ui.dump_json({"session": target.session_id, "checkpoints": items})
         return 0
@@ -52,7 +52,7 @@ def _line(item: dict[str, Any]) -> str:
 
 
 def _prune(target: Any, args: argparse.Namespace) -> int:
-    report = guardrails.prune(target, args.all, args.older_than, args.now)
+    report = actions.prune(target, args.all, args.older_than, args.now)
     if args.json:
         ui.dump_json({"removed": report.removed, "size_before": report.size_before,
                       "size_after": report.size_after})

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from manager import apply
-from manager import review
 from manager import ui
+from manager.changes.display import resolve_paths
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.context import Context
+from manager.commit import apply
+from manager.session.context import Context
+from manager.session.sandbox import never_committed
+from manager.session.sandbox import upper_at_rest
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,10 +29,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    with review.upper_at_rest(ctx, session) as layers:
+    with upper_at_rest(ctx, session) as layers:
         result = apply.commit(session.dir, layers, session.project_path,
-                              review.resolve_paths(args.paths), force=args.force,
-                              exclude=review.never_committed(ctx))
+                              resolve_paths(args.paths), force=args.force,
+                              exclude=never_committed(ctx))
     if args.json:
         ui.dump_json(result.as_json())
     else:

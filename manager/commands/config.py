@@ -13,7 +13,7 @@ from manager.config import PROJECT_FILE
 from manager.config import SCHEMA
 from manager.config import TRUST_REQUIRED
 from manager.config import env_name
-from manager.context import Context
+from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from manager import diff
-from manager import review
 from manager import ui
-from manager.changes import select
+from manager.changes import diff
+from manager.changes.display import resolve_paths
+from manager.changes.model import select
 from manager.commands.common import session_args
-from manager.context import Context
+from manager.session.context import Context
+from manager.session.sandbox import pending
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def show(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    changes = select(review.pending(ctx, session), review.resolve_paths(args.paths))
+    changes = select(pending(ctx, session), resolve_paths(args.paths))
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())
     sys.stdout.write(diff.render(changes, session.project_path, color=colour))
     return 0

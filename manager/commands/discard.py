@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from manager import apply
-from manager import review
 from manager import ui
+from manager.changes.display import resolve_paths
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.context import Context
+from manager.commit import apply
 from manager.errors import WorkspaceError
+from manager.session.context import Context
+from manager.session.sandbox import upper_at_rest
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,9 +28,9 @@ def discard(args: argparse.Namespace) -> int:
         raise WorkspaceError("discard drops changes for good", hint="add --yes to confirm")
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    with review.upper_at_rest(ctx, session) as layers:
+    with upper_at_rest(ctx, session) as layers:
         dropped = apply.discard(session.dir, layers, session.project_path,
-                                review.resolve_paths(args.paths))
+                                resolve_paths(args.paths))
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:

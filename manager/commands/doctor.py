@@ -6,10 +6,10 @@ import argparse
 
 from manager import ui
 from manager.commands.common import json_arg
-from manager.context import Context
 from manager.engines import registry
 from manager.engines.base import Check
 from manager.errors import WorkspaceError
+from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

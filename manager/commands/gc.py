@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from manager import lifecycle
 from manager import ui
 from manager.commands.common import json_arg
+from manager.session import lifecycle
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

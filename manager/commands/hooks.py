@@ -8,7 +8,7 @@ from pathlib import Path
 from manager import ui
 from manager.claude import install
 from manager.commands.common import json_arg
-from manager.context import find_project
+from manager.session.context import find_project
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

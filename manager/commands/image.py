@@ -8,9 +8,9 @@ from pathlib import Path
 
 from manager import ui
 from manager.commands.common import json_arg
-from manager.context import Context
 from manager.engines import container_probe
 from manager.errors import WorkspaceError
+from manager.session.context import Context
 
 ENGINES = ("docker", "podman")
 # images/ sits next to the package in a checkout; an installed wheel does not carry it.

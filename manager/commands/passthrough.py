@@ -14,8 +14,8 @@ import os
 from manager import ui
 from manager.claude import state
 from manager.commands.common import session_args
-from manager.context import Context
 from manager.errors import WorkspaceError
+from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

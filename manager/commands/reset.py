@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from manager import guardrails
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.guardtarget import for_cli
+from manager.guardrails import actions
+from manager.guardrails.target import for_cli
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +25,7 @@ def reset(args: argparse.Namespace) -> int:
     if target.shadow is None:
         ui.out(f"{target.ctx.project} is not in a git repository: the diff budget is off here")
         return 0
-    state = guardrails.reset(target)
+    state = actions.reset(target)
     if args.json:
         ui.dump_json({"session": target.session_id, **state})
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from manager import guardrails
 from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.guardtarget import for_cli
+from manager.guardrails import actions
+from manager.guardrails.target import for_cli
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def rewind(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
-    result = guardrails.rewind(target, args.id)
+    result = actions.rewind(target, args.id)
     if args.json:
         ui.dump_json({"session": target.session_id, **result})
         return 0

@@ -7,11 +7,11 @@ import os
 import shlex
 from pathlib import Path
 
-from manager import store
 from manager.commands.common import session_args
-from manager.context import Context
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
+from manager.session import store
+from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from manager import lifecycle
-from manager import store
 from manager import ui
 from manager.commands.common import json_arg
+from manager.session import lifecycle
+from manager.session import store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

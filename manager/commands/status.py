@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from manager import review
 from manager import ui
-from manager.changes import Change
-from manager.changes import Kind
+from manager.changes.display import display_path
+from manager.changes.model import Change
+from manager.changes.model import Kind
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
-from manager.context import Context
-from manager.store import Session
+from manager.session.context import Context
+from manager.session.sandbox import pending
+from manager.session.store import Session
 
 COLOUR = {Kind.ADDED: "green", Kind.MODIFIED: "yellow", Kind.MODE: "yellow",
           Kind.DELETED: "red", Kind.REPLACED: "blue"}
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def status(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    found = review.pending(ctx, session)
+    found = pending(ctx, session)
     if args.json:
         ui.dump_json(as_json(session, found))
     else:
@@ -61,6 +62,6 @@ def _group(title: str, found: list[Change], session: Session) -> None:
     ui.out(title)
     for change in found:
         label = f"{change.kind.value}:".ljust(10)
-        line = f"  {label} {review.display_path(change, session.project_path)}"
+        line = f"  {label} {display_path(change, session.project_path)}"
         ui.out(ui.paint(line, COLOUR[change.kind]))
     ui.out()

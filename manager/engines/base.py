@@ -4,7 +4,7 @@ An engine prepares a session's sandbox, runs a command in it (stdin, stdout,
 stderr, exit status and signals passed through; working directory and
 environment preserved), says where its upper directories are, reports what
 works for ``workspace doctor``, and releases what it holds. What changed is read
-from the upper directories by :mod:`manager.changes`, so review and commit are
+from the upper directories by :mod:`manager.changes.model`, so review and commit are
 the same for every engine.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from manager.changes import Layer
+from manager.changes.model import Layer
 from manager.config import Config
-from manager.store import Session
+from manager.session.store import Session
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ podman machine) keeps the overlay inside the engine instead: a named volume
 holds upper/ and work/, the project is bind-mounted read-only as the lower layer,
 and the container (with ``CAP_SYS_ADMIN``, dropped again for the calls) mounts
 the overlay itself. ``upper/`` on the host is then a copy: the volume's upper is
-exported into it as a tar stream (:mod:`manager.tarstream`) for review and on
+exported into it as a tar stream (:mod:`manager.changes.tarstream`) for review and on
 ``release``, and pushed into a fresh volume when the next container starts.
 The ``volume`` mark says which side holds the truth: while it exists, the volume.
 
@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
-from manager import paths
-from manager.changes import Layer
+from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
 from manager.engines.base import Check
@@ -52,7 +51,8 @@ from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
-from manager.store import Session
+from manager.session import paths
+from manager.session.store import Session
 
 if TYPE_CHECKING:
     from python_on_whales import DockerClient
@@ -213,7 +213,7 @@ class ContainerEngine:
                      "engine's kernel (see docs/containers.md); or set container.upper: host")
 
     def _push_upper(self, session: Session) -> None:
-        from manager import tarstream
+        from manager.changes import tarstream
 
         argv = self._exec_argv(self.container_name(session), [
             "sh", "-c", f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && '
@@ -232,7 +232,7 @@ class ContainerEngine:
 
     def export_upper(self, session: Session) -> None:
         """Replace the host's ``upper/`` with the volume's (a running container's) upper."""
-        from manager import tarstream
+        from manager.changes import tarstream
 
         scratch = session.sandbox / "upper.export"
         _rmtree(scratch)
@@ -489,7 +489,7 @@ def _parse_births(raw: bytes, upper: Path) -> dict[str, int]:
 def _remember_births(path: Path) -> None:
     """Volume mode: the host's copies were born at export; the conflict check needs the real
     births (``btime``)."""
-    from manager import btime
+    from manager.commit import btime
 
     with contextlib.suppress(OSError, ValueError):
         btime.remember(json.loads(path.read_text()))

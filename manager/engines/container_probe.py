@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from manager import paths
 from manager.engines.base import Check
+from manager.session import paths
 
 if TYPE_CHECKING:
     from manager.engines.container import ContainerEngine

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from manager.changes import Layer
+from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
 from manager.engines.base import Check
@@ -27,7 +27,7 @@ from manager.engines.base import first_failure
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
-from manager.store import Session
+from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I

@@ -17,7 +17,7 @@ import stat
 import sys
 from pathlib import Path
 
-from manager.changes import Layer
+from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
 from manager.engines import try_probe
@@ -27,7 +27,7 @@ from manager.engines.base import first_failure
 from manager.engines.try_probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
-from manager.store import Session
+from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
 OURS = "ws"                 # our files inside try's DIR

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from manager import guardstate
-from manager import store
+from manager.guardrails import state
+from manager.session import store
 
 from .conftest import Claude
 
@@ -69,8 +69,8 @@ def test_after_clear_the_adopted_session_keeps_its_baseline_and_sandbox(claude: 
     assert not store.exists("sess-2")
     out = stop(claude)
     assert out["decision"] == "block" and "before-clear.txt" in out["reason"], out
-    assert guardstate.read("sess-1")["budget"]["blocks"] == 1
-    assert guardstate.read("sess-2") == {}
+    assert state.read("sess-1")["budget"]["blocks"] == 1
+    assert state.read("sess-2") == {}
 
 
 def test_subagent_sequences_count_their_own_blocks(claude: Claude) -> None:
@@ -93,9 +93,9 @@ def test_subagent_stop_is_skipped_when_configured_and_never_checkpoints(claude: 
     claude.start()
     (claude.project / "big.txt").write_text(lines(30))
     assert subagent_stop(claude, "agent-a") == {}
-    assert "checkpoints" not in guardstate.read("sess-1")
+    assert "checkpoints" not in state.read("sess-1")
     assert stop(claude)["decision"] == "block"
-    assert len(guardstate.read("sess-1")["checkpoints"]["items"]) == 1
+    assert len(state.read("sess-1")["checkpoints"]["items"]) == 1
 
 
 def test_non_git_project_is_quiet(claude: Claude) -> None:
@@ -115,7 +115,7 @@ def test_a_stop_that_changed_nothing_writes_nothing(claude: Claude) -> None:
     claude.start()
     (claude.project / "a.txt").write_text("a\n")
     stop(claude)
-    side = guardstate._side_file("sess-1")
+    side = state._side_file("sess-1")
     before = side.stat().st_mtime_ns, side.read_bytes()
     for _ in range(2):
         assert stop(claude) == {}

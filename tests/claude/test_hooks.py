@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from manager import config
-from manager import store
 from manager.claude import state
+from manager.session import store
 
 from .conftest import REPO
 from .conftest import Claude

@@ -211,7 +211,7 @@ def test_slash_commands_status_and_passthrough(claude_env: ClaudeEnv, project_di
 def test_gc_after_the_client_exited(claude_env: ClaudeEnv, project_dir: Path) -> None:
     busy = run(claude_env, project_dir, [Bash("echo 1 > kept.txt"), "done"])
     idle = run(claude_env, project_dir, [Bash("true"), "done"])
-    from manager import store
+    from manager.session import store
 
     sessions = claude_env.xdg_state / "workspace" / "sessions"
     records = {s: json.loads((sessions / str(s) / store.RECORD).read_text())

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from manager import config
-from manager import store
 from manager.engines import registry
 from manager.errors import EngineUnavailable
+from manager.session import store
 
 ENGINES = ["overlay", "try", "podman", "docker", "docker-volume"]
 MAY_SKIP_IN_CI = {"try"}

@@ -17,9 +17,9 @@ import psutil
 import pytest
 
 from manager import config
-from manager import store
 from manager.engines import registry
 from manager.engines.base import RunRequest
+from manager.session import store
 from tests.engines.support import status
 from tests.engines.support import wait_until
 

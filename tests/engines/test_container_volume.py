@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from manager import config
-from manager import store
 from manager.engines import registry
+from manager.session import store
 from tests.engines.conftest import engine_cli
 from tests.engines.support import status
 

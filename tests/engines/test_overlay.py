@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from manager import store
-from manager.context import Context
 from manager.engines import overlay
 from manager.engines.base import RunRequest
+from manager.session import store
+from manager.session.context import Context
 from tests.engines.support import wait_until
 
 pytestmark = pytest.mark.engine

@@ -10,9 +10,9 @@ from gitrepo import Git
 from gitrepo import init_repo
 
 from manager import config
-from manager import store
-from manager.context import Context
 from manager.engines import registry
+from manager.session import store
+from manager.session.context import Context
 
 
 @pytest.fixture

@@ -11,18 +11,18 @@ from gitrepo import init_repo
 from gitrepo import make_git
 from gitrepo import user_view
 
-from manager import guardrails
+from manager.guardrails import actions
 
 SID = "claude-1"
 
 
 def start(project: Path, sid: str = SID) -> dict:
-    return guardrails.on_session_start({"session_id": sid, "cwd": str(project),
+    return actions.on_session_start({"session_id": sid, "cwd": str(project),
                                         "hook_event_name": "SessionStart", "source": "startup"})
 
 
 def stop(project: Path, sid: str = SID, active: bool = False, subagent: bool = False) -> dict:
-    return guardrails.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": active,
+    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": active,
                                "hook_event_name": "SubagentStop" if subagent else "Stop"},
                               subagent=subagent)
 
@@ -187,28 +187,28 @@ def test_non_git_directory_turns_the_feature_off_quietly(project: Path, ws, git_
     (project / "big.txt").write_text(lines(400))
     assert start(project) == {}
     assert stop(project) == {}
-    assert guardrails.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == {}
+    assert actions.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == {}
     assert not (project / ".git").exists()
     out = ws("budget", "--session", SID, check=False)
     assert out.returncode in (0, 1)
 
 
 def test_hooks_tolerate_malformed_and_unknown_input(repo: Git, project: Path):
-    assert "systemMessage" in guardrails.on_stop({})
-    assert "systemMessage" in guardrails.on_stop({"session_id": 5})
-    assert "systemMessage" in guardrails.on_stop({"session_id": "../../etc"})
-    assert "systemMessage" in guardrails.on_stop([])  # type: ignore[arg-type]
+    assert "systemMessage" in actions.on_stop({})
+    assert "systemMessage" in actions.on_stop({"session_id": 5})
+    assert "systemMessage" in actions.on_stop({"session_id": "../../etc"})
+    assert "systemMessage" in actions.on_stop([])  # type: ignore[arg-type]
     start(project)
-    assert guardrails.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == {}
+    assert actions.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == {}
 
 
 def test_recorded_payloads(repo: Git, project: Path):
     samples = Path("/work/shared/samples/hook-input")
     if not samples.is_dir():
         pytest.skip("recorded hook inputs not available")
-    for name, call in (("SessionStart", guardrails.on_session_start),
-                       ("UserPromptSubmit", guardrails.on_prompt), ("Stop", guardrails.on_stop),
-                       ("Stop_stop_hook_active_true", guardrails.on_stop)):
+    for name, call in (("SessionStart", actions.on_session_start),
+                       ("UserPromptSubmit", actions.on_prompt), ("Stop", actions.on_stop),
+                       ("Stop_stop_hook_active_true", actions.on_stop)):
         payload = json.loads((samples / f"{name}.json").read_text())
         payload.update(cwd=str(project), session_id=SID)
         assert call(payload) == {}, name

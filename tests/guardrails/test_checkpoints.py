@@ -11,13 +11,13 @@ import pytest
 from gitrepo import Git
 from gitrepo import user_view
 
-from manager import guardrails
-from manager import guardstate
-from manager import store
-from manager.context import Context
-from manager.guardtarget import for_hook
-from manager.shadow import STORE_NAME
-from manager.shadow import open_shadow
+from manager.guardrails import actions
+from manager.guardrails import state as guardstate
+from manager.guardrails.shadow import STORE_NAME
+from manager.guardrails.shadow import open_shadow
+from manager.guardrails.target import for_hook
+from manager.session import store
+from manager.session.context import Context
 
 SID = "claude-1"
 
@@ -56,16 +56,16 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes]]:
 
 
 def prompt(project: Path, sid: str = SID) -> dict:
-    return guardrails.on_prompt({"session_id": sid, "cwd": str(project), "prompt": "go",
+    return actions.on_prompt({"session_id": sid, "cwd": str(project), "prompt": "go",
                                  "hook_event_name": "UserPromptSubmit"})
 
 
 def stop(project: Path, sid: str = SID) -> dict:
-    return guardrails.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": False})
+    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": False})
 
 
 def start(project: Path, sid: str = SID) -> None:
-    guardrails.on_session_start({"session_id": sid, "cwd": str(project), "source": "startup"})
+    actions.on_session_start({"session_id": sid, "cwd": str(project), "source": "startup"})
 
 
 def test_stop_checkpoints_only_when_something_changed(repo: Git, project: Path, ws):
@@ -302,7 +302,7 @@ def test_repository_without_commits(project: Path, ws, git_env: None):
 def test_overlay_view_is_memoised_only_while_nothing_changed(repo: Git, project: Path, ws,
                                                              overlay_engine: str,
                                                              monkeypatch: pytest.MonkeyPatch):
-    from manager import shadow as shadow_mod
+    from manager.guardrails import shadow as shadow_mod
 
     start(project)
     view(ws, "echo aaa > sb.txt; rm tool.sh")

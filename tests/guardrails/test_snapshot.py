@@ -15,12 +15,12 @@ from gitrepo import Git
 from gitrepo import init_repo
 from gitrepo import user_view
 
-from manager import gitplumbing
-from manager.gitplumbing import parse_status
-from manager.shadow import Shadow
-from manager.shadow import _noted_tree
-from manager.shadow import open_shadow
-from manager.shadow import take
+from manager.guardrails import gitplumbing
+from manager.guardrails.gitplumbing import parse_status
+from manager.guardrails.shadow import Shadow
+from manager.guardrails.shadow import _noted_tree
+from manager.guardrails.shadow import open_shadow
+from manager.guardrails.shadow import take
 
 
 def reference_tree(project: Path, tmp_path: Path) -> str:
@@ -145,7 +145,7 @@ def test_parse_status_records():
 
 
 def test_store_gc_clears_old_scratch_files_only(repo: Git, project: Path):
-    from manager.checkpoints import _clean_tmp
+    from manager.guardrails.checkpoints import _clean_tmp
 
     shadow = open_shadow(project)
     assert shadow is not None
@@ -210,7 +210,7 @@ def test_a_damaged_cache_is_replaced_by_the_users_index(repo: Git, project: Path
 def test_concurrent_snapshots_share_the_cache_safely(repo: Git, project: Path, tmp_path: Path):
     (project / "new.txt").write_text("n\n")
     (project / "src" / "app.py").write_text("changed\n")
-    code = ("import sys; from pathlib import Path; from manager.shadow import open_shadow, take\n"
+    code = ("import sys; from pathlib import Path; from manager.guardrails.shadow import open_shadow, take\n"
             "s = open_shadow(Path(sys.argv[1]))\n"
             "print(' '.join(take(s).worktree for _ in range(6)))")
     root = Path(__file__).resolve().parents[2]

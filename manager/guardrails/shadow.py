@@ -31,14 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager.changes import Change
-from manager.changes import EntryType
-from manager.changes import Kind
-from manager.gitplumbing import Git
-from manager.gitplumbing import GitError
-from manager.gitplumbing import Repo
-from manager.gitplumbing import Scan
-from manager.gitplumbing import discover
+from manager.changes.model import Change
+from manager.changes.model import EntryType
+from manager.changes.model import Kind
+from manager.guardrails.gitplumbing import Git
+from manager.guardrails.gitplumbing import GitError
+from manager.guardrails.gitplumbing import Repo
+from manager.guardrails.gitplumbing import Scan
+from manager.guardrails.gitplumbing import discover
 
 STORE_NAME = "workspace-checkpoints.git"
 

@@ -21,15 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from manager import store
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
-from manager.gitplumbing import GITLINK
-from manager.gitplumbing import SYMLINK
-from manager.gitplumbing import DiffEntry
-from manager.gitplumbing import Git
-from manager.guardtarget import Target
-from manager.shadow import Shadow
+from manager.guardrails.gitplumbing import GITLINK
+from manager.guardrails.gitplumbing import SYMLINK
+from manager.guardrails.gitplumbing import DiffEntry
+from manager.guardrails.gitplumbing import Git
+from manager.guardrails.shadow import Shadow
+from manager.guardrails.target import Target
+from manager.session import store
 
 # Exit status of a sandbox script that could not restore the view.
 _ABORT = 97

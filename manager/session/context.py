@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from manager import config as config_mod
-from manager import store
 from manager.config import Config
 from manager.engines import registry
 from manager.engines.base import Engine
 from manager.errors import WorkspaceError
-from manager.store import Session
+from manager.session import store
+from manager.session.store import Session
 
 
 def find_project(start: Path) -> Path:

@@ -29,15 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from manager import budget
-from manager import checkpoints
-from manager import guardstate
-from manager.budget import Report
 from manager.errors import WorkspaceError
-from manager.guardtarget import Target
-from manager.guardtarget import for_hook
-from manager.guardtarget import require_git
-from manager.shadow import Snapshot
+from manager.guardrails import budget
+from manager.guardrails import checkpoints
+from manager.guardrails import state as guardstate
+from manager.guardrails.budget import Report
+from manager.guardrails.shadow import Snapshot
+from manager.guardrails.target import Target
+from manager.guardrails.target import for_hook
+from manager.guardrails.target import require_git
 
 Payload = dict[str, Any]
 # Subagents whose block counts are kept (their stop sequences are short).
@@ -225,7 +225,7 @@ def list_checkpoints(target: Target) -> list[dict[str, Any]]:
 
 def rewind(target: Target, ident: str) -> dict[str, Any]:
     """Checkpoint the current state, then restore checkpoint ``ident`` exactly."""
-    from manager import rewind as rewind_mod
+    from manager.guardrails import rewind as rewind_mod
 
     shadow = require_git(target)
     with guardstate.edit(target.session_id) as state:

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from manager import paths
-from manager import store
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
+from manager.session import paths
+from manager.session import store
 
 KEYS = ("budget", "checkpoints", "guard_project")
 

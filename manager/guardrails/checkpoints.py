@@ -26,14 +26,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from manager.budget import ref_safe
 from manager.errors import WorkspaceError
-from manager.gitplumbing import GITLINK
-from manager.gitplumbing import DiffEntry
-from manager.gitplumbing import Git
-from manager.shadow import Shadow
-from manager.shadow import Snapshot
-from manager.shadow import head_tree
+from manager.guardrails.budget import ref_safe
+from manager.guardrails.gitplumbing import GITLINK
+from manager.guardrails.gitplumbing import DiffEntry
+from manager.guardrails.gitplumbing import Git
+from manager.guardrails.shadow import Shadow
+from manager.guardrails.shadow import Snapshot
+from manager.guardrails.shadow import head_tree
 
 STREAMS = "refs/ws/"
 WORKTREES = "refs/ws-w/"

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager.changes import Change
-from manager.changes import Kind
+from manager.changes.model import Change
+from manager.changes.model import Kind
 
 MAX_BYTES = 4 << 20   # larger files are summarised, not diffed
 MAX_LINES = 2000      # per file, before the rest is elided

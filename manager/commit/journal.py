@@ -2,7 +2,7 @@
 
 If a commit dies (SIGKILL, power loss) the journal survives in the session
 directory; the next commit finishes exactly its steps first. Every step is
-idempotent and knows when it is already done (see :mod:`manager.apply`), so a
+idempotent and knows when it is already done (see :mod:`manager.commit.apply`), so a
 journal never needs updating while the commit runs.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager.changes import Layer
+from manager.changes.model import Layer
 from manager.errors import StateError
 from manager.fsutil import write_atomic
 

@@ -19,21 +19,21 @@ from dataclasses import field
 from dataclasses import replace
 from pathlib import Path
 
-from manager.btime import birth_ns
-from manager.changes import Change
-from manager.changes import EntryType
-from manager.changes import Kind
-from manager.changes import Layer
-from manager.changes import is_whiteout
-from manager.changes import same_content
-from manager.journal import Step
-from manager.safefs import DirChain
-from manager.safefs import UnsafePath
-from manager.safefs import lstat_at
-from manager.safefs import open_dir_at
-from manager.safefs import proc_path
-from manager.safefs import rel_parts
-from manager.safefs import walk_stats
+from manager.changes.model import Change
+from manager.changes.model import EntryType
+from manager.changes.model import Kind
+from manager.changes.model import Layer
+from manager.changes.model import is_whiteout
+from manager.changes.model import same_content
+from manager.commit.btime import birth_ns
+from manager.commit.journal import Step
+from manager.commit.safefs import DirChain
+from manager.commit.safefs import UnsafePath
+from manager.commit.safefs import lstat_at
+from manager.commit.safefs import open_dir_at
+from manager.commit.safefs import proc_path
+from manager.commit.safefs import rel_parts
+from manager.commit.safefs import walk_stats
 
 AT_FDCWD = -100
 

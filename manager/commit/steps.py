@@ -35,17 +35,17 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from manager.changes import Layer
-from manager.journal import Step
-from manager.safefs import DIR_FLAGS
-from manager.safefs import DirChain
-from manager.safefs import lstat_at
-from manager.safefs import open_dir_at
-from manager.safefs import overlay_xattrs
-from manager.safefs import rel_parts
-from manager.safefs import remove_at
-from manager.safefs import strip_overlay_xattrs
-from manager.safefs import syncfs
+from manager.changes.model import Layer
+from manager.commit.journal import Step
+from manager.commit.safefs import DIR_FLAGS
+from manager.commit.safefs import DirChain
+from manager.commit.safefs import lstat_at
+from manager.commit.safefs import open_dir_at
+from manager.commit.safefs import overlay_xattrs
+from manager.commit.safefs import rel_parts
+from manager.commit.safefs import remove_at
+from manager.commit.safefs import strip_overlay_xattrs
+from manager.commit.safefs import syncfs
 
 BATCH_STEPS = 4096
 BATCH_BYTES = 256 << 20

@@ -1,8 +1,8 @@
 """Commit a session's changes to the real filesystem, or discard them.
 
 The caller holds the session's exclusive lock and has stopped the engine, so
-no upper directory is mounted. A commit plans (:mod:`manager.plan`), writes the
-plan to a journal, carries it out (:mod:`manager.steps`), then tidies the upper
+no upper directory is mounted. A commit plans (:mod:`manager.commit.plan`), writes the
+plan to a journal, carries it out (:mod:`manager.commit.steps`), then tidies the upper
 directories and removes the journal. A commit that finds a journal first
 finishes it: the same steps, skipping those already done.
 """
@@ -20,25 +20,25 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from manager import journal
-from manager.changes import Change
-from manager.changes import Layer
-from manager.changes import read_changes
-from manager.changes import same_content
-from manager.changes import select
+from manager.changes.model import Change
+from manager.changes.model import Layer
+from manager.changes.model import read_changes
+from manager.changes.model import same_content
+from manager.changes.model import select
+from manager.commit import journal
+from manager.commit.exclude import compile_patterns
+from manager.commit.journal import Journal
+from manager.commit.journal import Step
+from manager.commit.plan import PathIssue
+from manager.commit.plan import make_plan
+from manager.commit.safefs import DirChain
+from manager.commit.safefs import lstat_at
+from manager.commit.safefs import proc_path
+from manager.commit.safefs import remove_at
+from manager.commit.safefs import walk_stats
+from manager.commit.steps import Executor
+from manager.commit.steps import Outcome
 from manager.errors import WorkspaceError
-from manager.exclude import compile_patterns
-from manager.journal import Journal
-from manager.journal import Step
-from manager.plan import PathIssue
-from manager.plan import make_plan
-from manager.safefs import DirChain
-from manager.safefs import lstat_at
-from manager.safefs import proc_path
-from manager.safefs import remove_at
-from manager.safefs import walk_stats
-from manager.steps import Executor
-from manager.steps import Outcome
 
 
 @dataclass

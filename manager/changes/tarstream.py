@@ -24,8 +24,8 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 
-from manager.changes import is_opaque
-from manager.changes import is_whiteout
+from manager.changes.model import is_opaque
+from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
 
 if TYPE_CHECKING:

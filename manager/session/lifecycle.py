@@ -8,11 +8,11 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from manager import config
-from manager import store
-from manager.context import Context
 from manager.engines import procs
 from manager.errors import WorkspaceError
-from manager.store import Session
+from manager.session import store
+from manager.session.context import Context
+from manager.session.store import Session
 
 if TYPE_CHECKING:
     from manager.engines.container import ContainerEngine
@@ -118,12 +118,12 @@ def _sweep_one(engine: ContainerEngine, found: Labelled, stale: dict[str, Contex
 
 
 def _collect_session(report: GcReport, session: Session, ctx: Context, dry_run: bool) -> None:
-    from manager import review
+    from manager.session.sandbox import pending
 
     try:
-        pending = len(review.pending(ctx, session))
-        if pending:
-            report.kept.append((session.id, pending))
+        count = len(pending(ctx, session))
+        if count:
+            report.kept.append((session.id, count))
             if not dry_run:
                 ctx.engine(session).release(session)
             return

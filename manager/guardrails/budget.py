@@ -1,6 +1,6 @@
 """The diff budget: how much changed since the session's baseline tree.
 
-The baseline is a snapshot (:mod:`manager.shadow`) taken at session start and
+The baseline is a snapshot (:mod:`manager.guardrails.shadow`) taken at session start and
 on reset; the measure is ``git diff-tree --numstat -M`` from it to a snapshot of
 the current state, overlay included. State: ``{"baseline", "head", "time",
 "blocks", "agent_blocks", "last"}`` under the session's ``budget`` key (``last``:
@@ -15,10 +15,10 @@ from dataclasses import field
 from typing import Any
 
 from manager.config import Config
-from manager.gitplumbing import DiffEntry
-from manager.gitplumbing import GitError
-from manager.shadow import Shadow
-from manager.shadow import Snapshot
+from manager.guardrails.gitplumbing import DiffEntry
+from manager.guardrails.gitplumbing import GitError
+from manager.guardrails.shadow import Shadow
+from manager.guardrails.shadow import Snapshot
 
 # What diff-tree says when a tree or blob it needs is gone (gc'ed, store removed).
 _MISSING = ("bad object", "unable to read", "not a tree object", "missing", "invalid object")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager import store
-from manager.changes import Change
-from manager.context import Context
-from manager.context import find_project
+from manager.changes.model import Change
 from manager.errors import WorkspaceError
-from manager.shadow import Shadow
-from manager.shadow import Snapshot
-from manager.shadow import open_shadow
-from manager.shadow import take
-from manager.store import Session
+from manager.guardrails.shadow import Shadow
+from manager.guardrails.shadow import Snapshot
+from manager.guardrails.shadow import open_shadow
+from manager.guardrails.shadow import take
+from manager.session import store
+from manager.session.context import Context
+from manager.session.context import find_project
+from manager.session.store import Session
 
 
 @dataclass
@@ -27,9 +27,9 @@ class Target:
     def overlay(self) -> list[Change]:
         if self.session is None:
             return []
-        from manager import review
+        from manager.session.sandbox import pending
 
-        return review.pending(self.ctx, self.session)
+        return pending(self.ctx, self.session)
 
     def snapshot(self) -> Snapshot:
         assert self.shadow is not None
@@ -45,7 +45,7 @@ def for_hook(session_id: str, cwd: str | None) -> Target:
 
 def for_cli(session_id: str | None, project: str | None) -> Target:
     """``--session``, else the project's current session, else the latest hook-only state."""
-    from manager import guardstate
+    from manager.guardrails import state as guardstate
 
     ctx = Context.load(project)
     if session_id and store.exists(session_id):

@@ -22,10 +22,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from manager import paths
 from manager.errors import StateError
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
+from manager.session import paths
 
 RECORD = "session.json"
 LOCK = "lock"

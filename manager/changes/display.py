@@ -1,0 +1,24 @@
+"""Paths as the user gives them and as review shows them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from manager.changes import model
+from manager.changes.model import Change
+
+
+def resolve_paths(raw: list[str]) -> list[Path]:
+    """User-given paths (relative to the cwd) as absolute paths, without following links."""
+    return [Path(os.path.abspath(p)) for p in raw]
+
+
+def display_path(change: Change, project: Path) -> str:
+    if change.in_project:
+        text = str(change.path.relative_to(project)) if change.path != project else "."
+    else:
+        text = str(change.path)
+    if (change.new_type or change.old_type) is model.EntryType.DIR:
+        text += "/"
+    return text
