@@ -106,7 +106,7 @@ def test_auto_falls_back_and_records_why(ws, project: Path, tmp_path: Path):
     if reason := _overlay_works():
         pytest.skip(f"the overlay engine (the fallback) cannot run here: {reason}")
     script = _fake_try(tmp_path, "Usage: try [-x] CMD\n")
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     ws("run", "--", "true", check=True)
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
     assert session["engine"] == "overlay"
@@ -119,7 +119,7 @@ def test_try_failing_before_the_command_is_reported_with_its_output(ws, project:
     if reason := _overlay_works():  # the same namespaces wrap try
         pytest.skip(f"user namespaces unavailable: {reason}")
     script = _fake_try(tmp_path, USAGE_MAIN, run='echo "given sandbox is invalid" >&2; exit 1')
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     proc = ws("run", "--engine", "try", "--", "echo", "never")
     assert proc.returncode == 125
     assert "try failed before running the command" in proc.stderr
@@ -313,3 +313,9 @@ def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monk
     project = tmp_path / "var-project"
     project.mkdir()
     assert not try_probe._visibility([str(tmp_path)]).ok
+
+
+def _user_config(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config" / "workspace" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

@@ -3,6 +3,7 @@ signal the client's own process group (yet still dies when the client kills it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -68,10 +69,8 @@ def _alive(tag: str) -> list[int]:
 
 def _signal(pids: list[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.parametrize("how", ["client", "group-kill"])
