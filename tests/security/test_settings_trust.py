@@ -43,6 +43,8 @@ def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Pat
     answer = claude.pre_bash(f"touch {marker}", dangerouslyDisableSandbox=True)
     assert "updatedInput" in answer.spec
     assert not marker.exists(), "a project file the agent wrote switched the sandbox off"
+    note = claude.start().json.get("systemMessage", "")
+    assert "passthrough" in note and "workspace config trust" in note   # the user is told
     config.set_trust(project_file, True)                     # the user's say-so
     assert claude.pre_bash(f"touch {marker}").json == {}      # now it passes through
     project_file.write_text(project_file.read_text() + "# edited by the agent\n")
