@@ -6,7 +6,10 @@ would let the agent switch the sandbox off for the next call: the plugin's
 state (hot config cache, engine entry, the one-shot bypass marker, the trust
 record), the user's workspace configuration, the plugin and package code the
 hooks run, and Claude Code's settings that define hooks and permissions (and
-the shell snapshot the client sources before each command). So the PreToolUse
+the shell snapshot the client sources before each command), and the
+configuration through which a passthrough command would run a program on the
+host (podman's containers.conf names conmon, runtimes and OCI hooks; docker's
+config.json names credential helpers and CLI plugin directories). So the PreToolUse
 hook refuses those tools on them; the user changes them. The project's
 ``.workspace.yaml`` is not here: what it may set is decided by trust (see
 :mod:`manager.config`).
@@ -25,12 +28,15 @@ def roots(project: str) -> list[str]:
 
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     claude = permissions.config_dir()
+    home = os.path.expanduser("~")
     found = [state.state_home(), os.path.join(xdg, "workspace"),
+             os.path.join(xdg, "containers"), "/etc/containers",
+             os.environ.get("DOCKER_CONFIG") or os.path.join(home, ".docker"),
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),   # the package
              "/etc/claude-code"]
     found += [os.path.join(claude, name) for name in CLAUDE_FILES]
     found += [os.path.join(project, ".claude", name) for name in CLAUDE_FILES[:2]]
-    for var in ("CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA"):
+    for var in ("CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA", "CONTAINERS_CONF"):
         if os.environ.get(var, "").startswith("/"):
             found.append(os.environ[var])
     return found

@@ -55,6 +55,7 @@ def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Pat
     "state/workspace/sessions/sess-1/bypass-next", "state/workspace/sessions/sess-1/claude.json",
     "state/workspace/trusted-projects.json", "config/workspace/config.yaml",
     "home/.claude/settings.json", "home/.claude/shell-snapshots/snapshot-bash-1.sh",
+    "config/containers/containers.conf", "home/.docker/config.json",
 ])
 def test_writing_tools_are_refused_on_the_sandboxs_own_files(claude: Claude, tmp_path: Path,
                                                              relative: str) -> None:
