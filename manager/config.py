@@ -163,12 +163,21 @@ def trust_path() -> Path:
     return paths.state_home() / TRUST_FILE
 
 
-def _trust_record() -> dict[str, str]:
+def _trust_record(strict: bool = False) -> dict[str, str]:
+    """{project file: sha256}. Unreadable, or written by a newer release: nothing is
+    trusted (``strict``: a newer record is an error, so that it is not overwritten)."""
+    from manager import versioning
+
     try:
-        data = json.loads(trust_path().read_text(encoding="utf-8"))
+        data = versioning.load("trust", trust_path())
     except (FileNotFoundError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    except versioning.NewerFormat:
+        if strict:
+            raise
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    return files if isinstance(files, dict) else {}
 
 
 def file_hash(path: Path) -> str | None:
@@ -188,9 +197,10 @@ def is_trusted(path: Path) -> bool:
 
 def set_trust(path: Path, trusted: bool) -> str | None:
     """Record (or drop) the user's trust in the current content of ``path``; its hash."""
+    from manager import versioning
     from manager.fsutil import write_atomic
 
-    record = _trust_record()
+    record = _trust_record(strict=True)
     digest = file_hash(path)
     key = str(path.absolute())
     if trusted and digest is not None:
@@ -198,7 +208,8 @@ def set_trust(path: Path, trusted: bool) -> str | None:
     else:
         record.pop(key, None)
     trust_path().parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(trust_path(), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode(),
+    data = versioning.stamp("trust", {"files": record})
+    write_atomic(trust_path(), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
                  mode=0o600)
     return digest if trusted else None
 

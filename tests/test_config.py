@@ -7,6 +7,7 @@ import pytest
 
 from manager import config
 from manager.errors import ConfigError
+from manager.errors import StateError
 
 
 def write(path: Path, text: str) -> Path:
@@ -107,3 +108,17 @@ def test_cli_reports_config_error_with_exit_1(ws, project):
     write(project / ".workspace.yaml", "bogus: 1\n")
     proc = ws("status")
     assert proc.returncode == 1 and "unknown setting 'bogus'" in proc.stderr
+
+
+def test_trust_record_from_a_newer_release_trusts_nothing_and_is_not_overwritten(project):
+    path = write(project / ".workspace.yaml", "engine: overlay\n")
+    config.set_trust(path, True)
+    record = config.trust_path()
+    data = json.loads(record.read_text())
+    assert data["format"] == 1 and list(data["files"].values()) == [config.file_hash(path)]
+    record.write_text(json.dumps(dict(data, format=99, written_by="9.1.0")))
+    before = record.read_bytes()
+    assert "engine" in config.load(project).ignored          # fail safe: not trusted
+    with pytest.raises(StateError, match="format 99"):
+        config.set_trust(path, True)
+    assert record.read_bytes() == before
