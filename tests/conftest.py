@@ -43,7 +43,17 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
     _stop_holders(tmp_path)
+    _removable_work_dirs(tmp_path)
     assert _snapshot() == before, "a test wrote into the real ~/.local/state/workspace or ~/.claude"
+
+
+def _removable_work_dirs(tmp_path: Path) -> None:
+    """overlayfs leaves its work dirs mode 0000: an ordinary user's pytest could not remove
+    old tmp dirs holding them."""
+    for state in ("state", "account/state"):
+        for work in tmp_path.glob(f"{state}/workspace/sessions/*/sandbox/workdir/*/work"):
+            with contextlib.suppress(OSError):
+                work.chmod(0o700)
 
 
 def _stop_holders(tmp_path: Path) -> None:

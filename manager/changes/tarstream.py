@@ -68,11 +68,19 @@ def make_whiteout(path: str) -> None:
 
 
 def set_opaque(path: str) -> None:
-    name = TRUSTED_OPAQUE if os.geteuid() == 0 else USER_OPAQUE
-    os.setxattr(path, name, b"y", follow_symlinks=False)
+    """trusted.* as root; root without CAP_SYS_ADMIN (in a container) gets the user.* form too."""
+    if os.geteuid() == 0:
+        try:
+            os.setxattr(path, TRUSTED_OPAQUE, b"y", follow_symlinks=False)
+            return
+        except PermissionError:
+            pass
+    os.setxattr(path, USER_OPAQUE, b"y", follow_symlinks=False)
 
 
 SIDE_LIMIT = 64 << 20   # bytes a side file (e.g. birth times) may hold
+# extractall(filter=) came with 3.11.4 (and 3.8.17, 3.9.17, 3.10.12); so did tarfile.data_filter.
+HAS_FILTER = hasattr(tarfile, "data_filter")
 
 
 def unpack(stream: IO[bytes], dest: Path, root: str = ".") -> dict[str, bytes]:
@@ -84,14 +92,18 @@ def unpack(stream: IO[bytes], dest: Path, root: str = ".") -> dict[str, bytes]:
     dest.mkdir(parents=True, exist_ok=True)
     side: dict[str, bytes] = {}
     with _UpperTar.open(fileobj=stream, mode="r|") as tar:
-        def keep(member: tarfile.TarInfo, _path: str) -> tarfile.TarInfo | None:
+        def keep(member: tarfile.TarInfo, _path: str = "") -> tarfile.TarInfo | None:
             name = _safe_name(member.name)
             inside, rel = _below(name, root)
             if not inside:
                 _side_file(tar, member, name, side)
                 return None
             return _checked(member, rel, root, dest)
-        tar.extractall(dest, filter=keep)
+        if HAS_FILTER:
+            tar.extractall(dest, filter=keep)
+        else:   # Python < 3.11.4 (Debian 12's 3.11.2): the same check, member by member
+            checked = (m for m in map(keep, tar) if m is not None)
+            tar.extractall(dest, members=checked)
     return side
 
 

@@ -94,9 +94,11 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None) -> int:
+def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None,
+             pass_fds: tuple[int, ...] = ()) -> int:
     """Run ``argv`` (a process whose death kills its whole tree) with stdio inherited."""
-    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent,  # noqa: PLW1509
+                            pass_fds=pass_fds)
     with forwarding(proc):
         try:
             return exit_status(proc.wait(timeout=timeout))

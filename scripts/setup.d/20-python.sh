@@ -9,7 +9,7 @@ if [[ ! -e $stamp ]]; then
     .venv/bin/python -m pip install -q --upgrade pip
     # compat mode: a plain path in a .pth file, not an import hook (~9 ms less per interpreter
     # start, which every hook and test subprocess pays)
-    .venv/bin/python -m pip install -q -e ".[test,containers]" --config-settings editable_mode=compat
+    .venv/bin/python -m pip install -q -e ".[test]" --config-settings editable_mode=compat
     rm -f .venv/.installed-* && touch "$stamp"
 fi
 echo "python: $(.venv/bin/python --version), workspace $(.venv/bin/workspace --version)"
