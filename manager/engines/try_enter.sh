@@ -89,8 +89,8 @@ unset EXECID try_remove_log try_mount_log TMPDIR TRY_SHELL
 [[ -n $__WS_TMPDIR_SET ]] && export TMPDIR=$__WS_TMPDIR
 [[ -n $__WS_TRY_SHELL_SET ]] && export TRY_SHELL=$__WS_TRY_SHELL
 if ! cd -- "$__WS_CWD" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; running in /\n" "$__WS_CWD" >&2
-    cd /
+    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$__WS_CWD" >&2
+    exit 125
 fi
 __ws_cmd=$__WS_CMD
 unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __WS_TRY_SHELL_SET

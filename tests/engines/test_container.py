@@ -238,6 +238,7 @@ def small_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.needs_root   # mounts a small tmpfs
 def test_disk_full_in_the_upper_dir(ws, project: Path, engine_name: str, small_state: Path):
     ws("run", "--", "sh", "-c", "echo early > early.txt", check=True)
     proc = ws("run", "--", "sh", "-c", "head -c 20000000 /dev/zero > big.bin")

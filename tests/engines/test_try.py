@@ -456,3 +456,13 @@ def test_namespaces_refused_exit_125_with_the_reason(ws, project: Path, real_try
                           cwd=project, env=env, capture_output=True, text=True)
     assert proc.returncode == 125 and "never" not in proc.stdout, proc
     assert "Operation not permitted" in proc.stderr
+
+
+def test_a_directory_the_sandbox_removed_is_never_replaced_by_another(
+        ws, project: Path, real_try: Path):
+    """The command never runs somewhere else than asked: exit 125 with the reason."""
+    (project / "sub").mkdir()
+    ws("run", "--", "rm", "-r", "sub", check=True)
+    proc = ws("run", "--cwd", str(project / "sub"), "--", "sh", "-c", "echo ran in $(pwd)")
+    assert proc.returncode == 125 and "ran in" not in proc.stdout, proc
+    assert "does not exist in the sandbox" in proc.stderr
