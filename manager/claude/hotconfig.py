@@ -31,9 +31,16 @@ def _config_files(project: str) -> list[str]:
     return files
 
 
+def _trust_file() -> str:
+    """The record of trusted project files (it decides what the project file may set)."""
+    from manager.claude import state
+
+    return os.path.join(state.state_home(), "trusted-projects.json")
+
+
 def stamp(project: str) -> list[Any]:
     marks: list[Any] = []
-    for path in _config_files(project):
+    for path in _config_files(project) + [_trust_file()]:
         try:
             st = os.stat(path)
             marks.append([path, st.st_mtime_ns, st.st_size])

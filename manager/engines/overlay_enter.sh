@@ -73,6 +73,10 @@ __ws_cmd=$2
 shift 2
 # Not in this shell: as the pid namespace'"'"'s init it would ignore the signals
 # (TERM, INT, HUP) that a caller sends to stop the command.
+# Job control: the command runs in a process group of its own, so `kill 0` in it
+# cannot signal the caller'"'"'s group (the client'"'"'s shell); callers that stop a
+# command signal its processes one by one (Claude Code) or the pid namespace dies.
+set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd"

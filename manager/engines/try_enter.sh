@@ -94,6 +94,9 @@ if ! cd -- "$__WS_CWD" 2>/dev/null; then
 fi
 __ws_cmd=$__WS_CMD
 unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __WS_TRY_SHELL_SET
+# Job control: the command runs in a process group of its own, so `kill 0` in it
+# cannot signal the process group of the caller (the client shell).
+set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd"

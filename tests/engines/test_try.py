@@ -107,7 +107,7 @@ def test_auto_falls_back_and_records_why(ws, project: Path, tmp_path: Path):
     if reason := _overlay_works():
         pytest.skip(f"the overlay engine (the fallback) cannot run here: {reason}")
     script = _fake_try(tmp_path, "Usage: try [-x] CMD\n")
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     ws("run", "--", "true", check=True)
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
     assert session["engine"] == "overlay"
@@ -120,7 +120,7 @@ def test_try_failing_before_the_command_is_reported_with_its_output(ws, project:
     if reason := _overlay_works():  # the same namespaces wrap try
         pytest.skip(f"user namespaces unavailable: {reason}")
     script = _fake_try(tmp_path, USAGE_MAIN, run='echo "given sandbox is invalid" >&2; exit 1')
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     proc = ws("run", "--engine", "try", "--", "echo", "never")
     assert proc.returncode == 125
     assert "try failed before running the command" in proc.stderr
@@ -305,6 +305,12 @@ def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monk
     assert not try_probe._visibility([str(tmp_path)]).ok
 
 
+def _user_config(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config" / "workspace" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 # -- reported bugs, reproduced first ----------------------------------------------------------
 
 def _as_owner_only(argv: list[str]) -> list[str]:
@@ -378,7 +384,7 @@ def test_doctor_names_a_try_that_fails_and_the_fix(ws, project: Path, tmp_path: 
     if reason := _overlay_works():  # the same namespaces wrap try
         pytest.skip(f"user namespaces unavailable: {reason}")
     script = _fake_try(tmp_path, USAGE_MAIN, run='echo "try: mount failed: broken" >&2; exit 2')
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     _, checks = _doctor_try(ws)
     ok, detail, fix = checks["trial run in a scratch sandbox"]
     assert not ok and "mount failed: broken" in detail and fix
@@ -386,7 +392,7 @@ def test_doctor_names_a_try_that_fails_and_the_fix(ws, project: Path, tmp_path: 
 
 
 def test_doctor_names_a_missing_try_and_how_to_install_it(ws, project: Path, tmp_path: Path):
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {tmp_path / 'gone/try'}\n")
+    _user_config(tmp_path, f"try:\n  path: {tmp_path / 'gone/try'}\n")
     _, checks = _doctor_try(ws)
     ok, detail, fix = checks["try installed"]
     assert not ok and "not found" in detail and "binpash/try" in fix
