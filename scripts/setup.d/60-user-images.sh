@@ -21,7 +21,16 @@ home=$(getent passwd "$user" | cut -d: -f6)
 
 export WORKSPACE_IMAGE_CACHE=${WORKSPACE_IMAGE_CACHE:-$REPO/.cache/images}
 tarball=$(bash "$REPO/manager/images/build.sh" --print-rootfs)
-[ -s "$tarball" ] || die "no rootfs tarball $tarball: run scripts/setup.d/30-containers.sh first"
+if [ ! -s "$tarball" ]; then
+    # No bootstrap ran for this checkout because root's engines already had the current base
+    # image (a second clone on the same machine): take the rootfs from root's podman instead.
+    base=$(podman image inspect --format '{{.Id}}' workspace-base:bookworm 2>/dev/null) ||
+        die "no rootfs tarball $tarball and no base image in root's podman: run scripts/setup.d/30-containers.sh first"
+    mkdir -p "$(dirname "$tarball")"
+    cid=$(podman create --pull never "$base" true)
+    podman export -o "$tarball.tmp" "$cid" && podman rm -f "$cid" >/dev/null && mv "$tarball.tmp" "$tarball"
+    say "rootfs: exported from root's podman base image"
+fi
 
 # The image definition where the account can read it (the checkout may be in root's home).
 defs=$(mktemp -d)
