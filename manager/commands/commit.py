@@ -9,6 +9,7 @@ from manager.changes.display import resolve_paths
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.commit import apply
+from manager.commit import btime
 from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
+    # Less a second: file timestamps come from a coarse clock that lags time.time().
+    btime.set_floor(int((session.created - 1) * 1e9))
     with upper_at_rest(ctx, session) as layers:
         result = apply.commit(session.dir, layers, session.project_path,
                               resolve_paths(args.paths), force=args.force,
@@ -41,8 +44,8 @@ def commit(args: argparse.Namespace) -> int:
 
 
 def _report(result: apply.CommitResult) -> None:
-    for path in result.resumed:
-        ui.out(f"finished from an interrupted commit: {path}")
+    if result.resumed:
+        ui.out(f"finished an interrupted commit: {len(result.resumed)} path(s) in place")
     ui.out(f"committed {len(result.applied)} path(s)")
     for path in result.skipped:
         ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))

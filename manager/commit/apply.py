@@ -26,6 +26,7 @@ from manager.changes.model import read_changes
 from manager.changes.model import same_content
 from manager.changes.model import select
 from manager.commit import journal
+from manager.commit.btime import may_follow
 from manager.commit.exclude import compile_patterns
 from manager.commit.journal import Journal
 from manager.commit.journal import Step
@@ -159,7 +160,7 @@ def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str
 
 
 def _changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
-    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+    return any(may_follow(st.st_ctime_ns, since_ns) for st in walk_stats(dir_fd, name))
 
 
 def remove_strays(executor: Executor, steps: Iterable[Step]) -> None:

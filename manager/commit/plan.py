@@ -1,8 +1,9 @@
 """Plan a commit: which steps to take, which paths conflict, which are excluded.
 
-Planning only reads. A conflict is a real path that changed after the overlay
-copied it up (or after the sandbox created or deleted it): its ctime is later
-than the upper entry's birth. Directories are not checked themselves (their
+Planning only reads. A conflict is a real path that may have changed after the
+overlay copied it up (or after the sandbox created or deleted it): its ctime is
+not earlier than the upper entry's birth (:func:`manager.commit.btime.may_follow`:
+a tie counts, clocks are coarse). Directories are not checked themselves (their
 ctime moves whenever a child changes); removing a whole real tree checks
 everything in it.
 """
@@ -26,6 +27,7 @@ from manager.changes.model import Layer
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
 from manager.commit.btime import birth_ns
+from manager.commit.btime import may_follow
 from manager.commit.journal import Step
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import UnsafePath
@@ -195,8 +197,8 @@ def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str
 
 
 def changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
-    """True when ``name`` or anything below it has a ctime after ``since_ns``."""
-    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+    """True when ``name`` or anything below it may have changed after ``since_ns``."""
+    return any(may_follow(st.st_ctime_ns, since_ns) for st in walk_stats(dir_fd, name))
 
 
 def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: int,
