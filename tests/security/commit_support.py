@@ -31,6 +31,12 @@ def commit_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         _remove_containers(engine_cli(name))
 
 
+@pytest.fixture
+def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The engine that overlays the whole system ($HOME, workspace's own state dir)."""
+    return _use("overlay", monkeypatch)
+
+
 def changes(ws: Callable[..., Any]) -> dict[str, dict[str, Any]]:
     """``workspace status --json`` as {path: change record}."""
     proc = ws("status", "--json", check=True)
@@ -41,3 +47,32 @@ def commit_json(ws: Callable[..., Any], *args: str) -> tuple[int, dict[str, Any]
     proc = ws("commit", "--json", *args)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
+
+
+def sandbox_inodes() -> set[tuple[int, int]]:
+    """(dev, ino) of every non-directory left in any session's sandbox (upper dirs and all)."""
+    import os
+
+    from manager.session import store
+
+    found = set()
+    sessions, _ = store.list_sessions()
+    for session in sessions:
+        for top, _dirs, files in os.walk(session.sandbox):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(top, name))
+                except OSError:
+                    continue
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def assert_unshared(*real: Any) -> None:
+    """No real file shares its inode with anything a sandbox still holds."""
+    import os
+
+    left = sandbox_inodes()
+    for path in real:
+        st = os.lstat(path)
+        assert (st.st_dev, st.st_ino) not in left, f"{path} shares its inode with the sandbox"
