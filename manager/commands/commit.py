@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     session_args(p)
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
     p.add_argument("--force", action="store_true", help="overwrite conflicting real files")
+    p.add_argument("--allow-special", action="store_true",
+                   help="also commit device nodes, setuid/setgid files and files with "
+                        "capabilities (refused otherwise; `workspace status` marks them)")
     json_arg(p)
     p.set_defaults(func=commit)
 
@@ -35,7 +38,7 @@ def commit(args: argparse.Namespace) -> int:
     with upper_at_rest(ctx, session) as layers:
         result = apply.commit(session.dir, layers, session.project_path,
                               resolve_paths(args.paths), force=args.force,
-                              exclude=never_committed(ctx))
+                              exclude=never_committed(ctx), allow_special=args.allow_special)
     if args.json:
         ui.dump_json(result.as_json())
     else:
@@ -51,8 +54,14 @@ def _report(result: apply.CommitResult) -> None:
         ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))
     for issue in result.conflicts:
         ui.err(ui.paint(f"  conflict: {issue.path}: {issue.reason}", "red"))
+    for issue in result.refused:
+        ui.err(ui.paint(f"  refused: {issue.path}: {issue.reason}", "red"))
     for issue in result.errors:
         ui.err(ui.paint(f"  error: {issue.path}: {issue.reason}", "red"))
+    if result.refused:
+        ui.err("refused paths (device nodes, setuid/setgid, file capabilities) were left "
+               "pending: review them, then `workspace commit --allow-special PATH` to commit "
+               "them, or discard them")
     if result.conflicts:
         ui.err("conflicting paths were left pending: review them with `workspace diff PATH`, "
                "then `workspace commit --force PATH` to overwrite, or discard them")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from manager import ui
+from manager.changes import meta
 from manager.changes.display import display_path
 from manager.changes.model import Change
+from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
@@ -15,7 +18,7 @@ from manager.session.sandbox import pending
 from manager.session.store import Session
 
 COLOUR = {Kind.ADDED: "green", Kind.MODIFIED: "yellow", Kind.MODE: "yellow",
-          Kind.DELETED: "red", Kind.REPLACED: "blue"}
+          Kind.XATTRS: "yellow", Kind.DELETED: "red", Kind.REPLACED: "blue"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,5 +66,20 @@ def _group(title: str, found: list[Change], session: Session) -> None:
     for change in found:
         label = f"{change.kind.value}:".ljust(10)
         line = f"  {label} {display_path(change, session.project_path)}"
-        ui.out(ui.paint(line, COLOUR[change.kind]))
+        if change.special:
+            line += f"  [{', '.join(change.special)}: commit needs --allow-special]"
+            ui.out(ui.paint(line, "red"))
+            continue
+        ui.out(ui.paint(line + _type_note(change), COLOUR[change.kind]))
     ui.out()
+
+
+def _type_note(change: Change) -> str:
+    """Fifos and sockets by name: "added: x" alone reads as a file."""
+    if change.new_type is not EntryType.OTHER:
+        return ""
+    try:
+        name = meta.type_name(os.lstat(change.upper).st_mode)
+    except OSError:
+        return ""
+    return f"  [{name}]" if name else ""

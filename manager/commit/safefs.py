@@ -15,9 +15,11 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager.changes.meta import OVERLAY_XATTR_PREFIXES
+from manager.changes.meta import content_xattrs
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
-LABEL_XATTRS = ("security.selinux",)
+
 
 
 class UnsafePath(OSError):
@@ -145,32 +147,25 @@ def overlay_xattrs(dir_fd: int, name: str) -> list[str]:
     return [n for n in names if n.startswith(OVERLAY_XATTR_PREFIXES)]
 
 
-def user_xattrs(path: str | int) -> dict[str, bytes]:
-    """The extended attributes of ``path`` (not followed; or a descriptor) that belong to
-    its content: not overlayfs's own, not the security label the policy assigns."""
-    follow = isinstance(path, int)  # a descriptor: nothing to follow
-    try:
-        names = os.listxattr(path, follow_symlinks=follow)
-    except OSError as exc:
-        if exc.errno in (errno.ENOTSUP, errno.ENOENT):
-            return {}
-        raise
-    found = {}
-    for name in names:
-        if name.startswith(OVERLAY_XATTR_PREFIXES) or name in LABEL_XATTRS:
-            continue
-        try:
-            found[name] = os.getxattr(path, name, follow_symlinks=follow)
-        except OSError as exc:
-            if exc.errno != errno.ENODATA:
-                raise
-    return found
+def sync_xattrs(src: str, dst: int) -> None:
+    """Make the content xattrs of directory ``dst`` (a descriptor) those of ``src``."""
+    want = content_xattrs(src)
+    have = content_xattrs(dst)
+    for name in have.keys() - want.keys():
+        os.removexattr(dst, name)
+    for name, value in want.items():
+        if have.get(name) != value:
+            try:
+                os.setxattr(dst, name, value)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot set extended attribute {name} "
+                                         f"({exc.strerror})") from None
 
 
 def copy_xattrs(src: str | int, dst: str | int) -> None:
     """Give ``dst`` the content xattrs of ``src`` (paths not followed, or descriptors);
     raises when one cannot be set, so none is dropped silently."""
-    for name, value in user_xattrs(src).items():
+    for name, value in content_xattrs(src).items():
         try:
             os.setxattr(dst, name, value, follow_symlinks=isinstance(dst, int))
         except OSError as exc:

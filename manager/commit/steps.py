@@ -49,6 +49,7 @@ from manager.commit.safefs import proc_path
 from manager.commit.safefs import rel_parts
 from manager.commit.safefs import remove_at
 from manager.commit.safefs import strip_overlay_xattrs
+from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
 
 BATCH_STEPS = 4096
@@ -306,6 +307,8 @@ class Executor:
                 dir_fd, name = self.real_at(step)
                 fd = open_dir_at(dir_fd, name, Path(step.path).parent)
                 try:
+                    up_fd, up_name = self.upper_at(step)
+                    sync_xattrs(proc_path(up_fd, up_name), fd)
                     _set_meta(fd, ust, times=created)
                 finally:
                     os.close(fd)
