@@ -19,9 +19,14 @@ def use_colour(stream: Any = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+_STDOUT_COLOUR: list[bool] = []
+
+
 def paint(text: str, colour: str, enabled: bool | None = None) -> str:
     if enabled is None:
-        enabled = use_colour()
+        if not _STDOUT_COLOUR:          # once per process: a status may paint 100,000 lines
+            _STDOUT_COLOUR.append(use_colour())
+        enabled = _STDOUT_COLOUR[0]
     return f"\033[{COLOURS[colour]}m{text}\033[0m" if enabled else text
 
 
@@ -35,3 +40,57 @@ def err(text: str) -> None:
 
 def dump_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def page(lines: list[str], enabled: bool = True) -> None:
+    """Print ``lines``; through a pager when they overflow a terminal, as git does."""
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if not enabled or not sys.stdout.isatty() or _fits(len(lines)):
+        sys.stdout.write(text)
+        return
+    import shlex
+    import subprocess
+
+    pager = os.environ.get("WORKSPACE_PAGER") or os.environ.get("PAGER") or "less"
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")     # quit if one screen, keep colour, leave text on screen
+    try:
+        proc = subprocess.Popen(shlex.split(pager), stdin=subprocess.PIPE, env=env)
+    except (OSError, ValueError):
+        sys.stdout.write(text)
+        return
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode(errors="surrogateescape"))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    proc.wait()
+
+
+def _fits(count: int) -> bool:
+    import shutil
+
+    return count < shutil.get_terminal_size((80, 24)).lines
+
+
+def progress(verb: str) -> Any:
+    """A ``(done, total, bytes)`` reporter for long work, on a terminal's stderr only."""
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int, written: int) -> None:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{verb}: {done:,}/{total:,} paths, {human_bytes(written)}{end}")
+        sys.stderr.flush()
+
+    return report
+
+
+def human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{count} B"

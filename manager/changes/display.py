@@ -15,10 +15,10 @@ def resolve_paths(raw: list[str]) -> list[Path]:
 
 
 def display_path(change: Change, project: Path) -> str:
+    text = str(change.path)
     if change.in_project:
-        text = str(change.path.relative_to(project)) if change.path != project else "."
-    else:
-        text = str(change.path)
+        top = str(project)
+        text = text[len(top):].lstrip("/") or "."
     if (change.new_type or change.old_type) is model.EntryType.DIR:
         text += "/"
     return text

@@ -33,7 +33,9 @@ CWD = "claude-cwd"
 BYPASS = "bypass-next"
 CALLS = "calls"
 ALIASES = "claude-alias"
-FORMAT = 1
+# The code that built a hot state: its entry templates name this code's scripts, so a
+# plugin updated under a running session rebuilds them on its first call.
+CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def state_home() -> str:
@@ -66,13 +68,22 @@ def resolve_session(claude_id: str) -> str:
 
 
 def read_hot(session_id: str) -> dict[str, Any] | None:
-    """The plugin's hot state of a session, or None when it is not set up yet."""
+    """The plugin's hot state of a session, or None when it is to be (re)built.
+
+    It is derived from the session record and the configuration, so one that is
+    unreadable or was built by other code is rebuilt; one in a newer format is
+    an error (:class:`manager.versioning.NewerFormat`), never overwritten.
+    """
+    from manager import versioning
+
+    path = os.path.join(session_dir(session_id), HOT)
     try:
-        with open(os.path.join(session_dir(session_id), HOT), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    versioning.check("claude", data, path)
+    if not isinstance(data, dict) or data.get("code") != [CODE, versioning.RELEASE]:
         return None
     return data
 
@@ -80,9 +91,11 @@ def read_hot(session_id: str) -> dict[str, Any] | None:
 def write_hot(session_id: str, data: dict[str, Any]) -> None:
     from pathlib import Path
 
+    from manager import versioning
     from manager.fsutil import write_atomic
 
-    data = dict(data, format=FORMAT)
+    read_hot(session_id)    # one in a newer format is not ours to overwrite: raises
+    data = versioning.stamp("claude", dict(data, code=[CODE, versioning.RELEASE]))
     write_atomic(Path(session_dir(session_id)) / HOT, json.dumps(data, indent=1).encode())
 
 

@@ -3,29 +3,41 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from manager import ui
 from manager.changes.display import resolve_paths
+from manager.changes.model import Change
+from manager.changes.model import Layer
+from manager.changes.model import read_changes
+from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.commit import btime
+from manager.commit import history as history_mod
+from manager.commit.exclude import compile_patterns
+from manager.commit.plan import make_plan
 from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
+from manager.session.store import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("commit", help="apply pending changes (all, or the named paths)",
                        description="Apply the session's changes to the real filesystem. A path "
                                    "whose real file changed since the sandbox copied it is a "
-                                   "conflict: reported and left pending unless --force.")
+                                   "conflict: reported and left pending unless --force. Commits, "
+                                   "branches and tags the agent made are applied through git.")
     session_args(p)
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
     p.add_argument("--force", action="store_true", help="overwrite conflicting real files")
     p.add_argument("--allow-special", action="store_true",
                    help="also commit device nodes, setuid/setgid files and files with "
                         "capabilities (refused otherwise; `workspace status` marks them)")
+    p.add_argument("-p", "--patch", action="store_true",
+                   help="choose hunk by hunk, as git add -p; the rest stays pending")
     json_arg(p)
     p.set_defaults(func=commit)
 
@@ -33,24 +45,88 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
+    paths = resolve_paths(args.paths)
     # Less a second: file timestamps come from a coarse clock that lags time.time().
     btime.set_floor(int((session.created - 1) * 1e9))
+    if args.patch:
+        from manager.commands.commit_patch import commit_patch
+
+        return commit_patch(ctx, session, paths, force=args.force)
+    exclude = never_committed(ctx)
     with upper_at_rest(ctx, session) as layers:
-        result = apply.commit(session.dir, layers, session.project_path,
-                              resolve_paths(args.paths), force=args.force,
-                              exclude=never_committed(ctx), allow_special=args.allow_special)
+        history = _history(session, layers, paths, exclude, args.force)
+        internals: list[Path] = []
+        if history is not None:
+            named = [f for f in history.flagged if _named(f, paths, session.project_path)]
+            internals = history_mod.internals(history.repo.git_dir, history.changes,
+                                              history.flagged)
+            held = [f for f in history.flagged if f not in named]
+            exclude = [*exclude, *map(str, internals), *map(str, held), *map(str, history.kept)]
+        result = apply.commit(session.dir, layers, session.project_path, paths,
+                              force=args.force, exclude=exclude,
+                              progress=ui.progress("committing"),
+                              allow_special=args.allow_special)
+        applied = history_mod.apply(history) if history is not None else None
+        applied_ok = applied is not None and not applied.problems
+        dropped = [*internals, *history.kept] if history is not None else []
+        if applied_ok and dropped:     # never an empty list: that would discard everything
+            apply.discard(session.dir, layers, session.project_path, dropped)
     if args.json:
-        ui.dump_json(result.as_json())
+        ui.dump_json({**result.as_json(), "git": applied.as_json() if applied else None})
     else:
-        _report(result)
-    return 0 if result.ok else 1
+        _report(result, history, applied)
+    return 0 if result.ok and not (applied and applied.problems) else 1
 
 
-def _report(result: apply.CommitResult) -> None:
+def _named(path: Path, paths: list[Path], project: Path) -> bool:
+    """Named on the command line by itself (or a path below .git), not by the project."""
+    git_dir = project / ".git"
+    return any(p == path or (p in path.parents and p not in (project, git_dir)) for p in paths)
+
+
+def _history(session: Session, layers: list[Layer], paths: list[Path], exclude: list[str],
+             force: bool) -> history_mod.History | None:
+    """The agent's git history to apply through git, when the commit covers ``.git``."""
+    project = session.project_path
+    git_dir = project / ".git"
+    if paths and not any(p == git_dir or git_dir in p.parents or p in git_dir.parents
+                         for p in paths):
+        return None
+    changes = read_changes(list(layers), project)
+    under_git = [c for c in changes if c.path == git_dir or git_dir in c.path.parents]
+    history = history_mod.prepare(project, under_git, session.id)
+    if history is None:
+        return None
+    inside_git = {c.path for c in under_git}
+    worktree = [c for c in select(changes, paths) if c.in_project and c.path not in inside_git]
+    history_mod.divert_head_on_conflict(history, _conflicts(layers, changes, worktree,
+                                                            project, exclude, force))
+    history.kept = history_mod.committed_paths(history, worktree)
+    return history
+
+
+def _conflicts(layers: list[Layer], changes: list[Change], selected: list[Change],
+               project: Path, exclude: list[str], force: bool) -> list[Path]:
+    plan = make_plan(layers, changes, selected, excluded=compile_patterns(exclude, project),
+                     force=force)
+    return [issue.path for issue in plan.conflicts]
+
+
+def _report(result: apply.CommitResult, history: history_mod.History | None,
+            applied: history_mod.HistoryResult | None) -> None:
     if result.resumed:
         ui.out(f"finished an interrupted commit: {len(result.resumed)} path(s) in place")
     ui.out(f"committed {len(result.applied)} path(s)")
+    git_dir = history.repo.git_dir if history is not None else None
+    held = set(history.flagged) if history is not None else set()
     for path in result.skipped:
+        if path in held:
+            ui.out(ui.paint(f"  security-relevant, still pending: {path} (name it to commit "
+                            "it: workspace commit PATH)", "yellow"))
+            continue
+        if git_dir is not None and (path == git_dir or git_dir in path.parents) or \
+                history is not None and path in history.kept:
+            continue   # applied through git below
         ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))
     for issue in result.conflicts:
         ui.err(ui.paint(f"  conflict: {issue.path}: {issue.reason}", "red"))
@@ -65,3 +141,25 @@ def _report(result: apply.CommitResult) -> None:
     if result.conflicts:
         ui.err("conflicting paths were left pending: review them with `workspace diff PATH`, "
                "then `workspace commit --force PATH` to overwrite, or discard them")
+    if applied is not None and history is not None:
+        _report_history(applied, history)
+
+
+def _report_history(applied: history_mod.HistoryResult, history: history_mod.History) -> None:
+    for line in applied.moved:
+        ui.out(f"git: moved {line}")
+    for line in applied.deleted:
+        ui.out(f"git: deleted {line}")
+    if applied.stashed:
+        ui.out(f"git: {applied.stashed} stash entr{'y' if applied.stashed == 1 else 'ies'} added")
+    for ref, side in applied.diverted:
+        short = side.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        name = ref.removeprefix("refs/heads/")
+        ui.out(ui.paint(f"git: {name} moved since the sandbox started from it; the agent's "
+                        f"commits are on {short}", "yellow"))
+        ui.out(f"     merge them: git merge {short}   (or rebase: git rebase {name} {short})")
+    if history.kept:
+        ui.out(f"git: {len(history.kept)} file(s) of those commits stay on that branch, "
+               "not in the work tree")
+    for problem in applied.problems:
+        ui.err(ui.paint(f"  git: {problem}", "red"))

@@ -12,3 +12,8 @@ def session_args(parser: argparse.ArgumentParser) -> None:
 
 def json_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def pager_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-pager", action="store_true",
+                        help="never page long output (default: a pager on a terminal, as git)")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from manager import ui
-from manager.changes import diff
 from manager.changes.display import resolve_paths
 from manager.changes.model import select
+from manager.commands.common import pager_args
 from manager.commands.common import session_args
+from manager.review import diff_view
+from manager.review import gitview
+from manager.review.grouping import group
 from manager.session.context import Context
 from manager.session.sandbox import pending
 
@@ -17,15 +19,33 @@ from manager.session.sandbox import pending
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("diff", help="show pending changes as unified diffs")
     session_args(p)
-    p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
+    pager_args(p)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below), in full")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument("--all", action="store_true",
+                   help="diff ignored files, git internals and large new directories too")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--stat", action="store_true", help="lines changed per file, as git diff --stat")
+    form.add_argument("--name-only", action="store_true", help="only the changed paths")
     p.set_defaults(func=show)
 
 
 def show(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
-    changes = select(pending(ctx, session), resolve_paths(args.paths))
+    project = session.project_path
+    expand = args.all or bool(args.paths)
+    found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES)
+    groups = group(select(found, resolve_paths(args.paths)), project, expand=expand)
+    git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
+    changes, notes = diff_view.reviewed(groups, git, expand=expand)
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())
-    sys.stdout.write(diff.render(changes, session.project_path, color=colour))
+    if args.stat:
+        lines = diff_view.stat_lines(changes, project)
+    elif args.name_only:
+        lines = diff_view.name_lines(changes, project)
+    else:
+        lines = diff_view.full(changes, project, colour)
+    lines += [ui.paint(f"# {note}", "dim", colour) for note in notes]
+    ui.page(lines, enabled=not args.no_pager)
     return 0

@@ -30,7 +30,7 @@ def discard(args: argparse.Namespace) -> int:
     session = ctx.session(args.session)
     with upper_at_rest(ctx, session) as layers:
         dropped = apply.discard(session.dir, layers, session.project_path,
-                                resolve_paths(args.paths))
+                                resolve_paths(args.paths), progress=ui.progress("discarded"))
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:

@@ -9,6 +9,7 @@ from manager.commands.common import json_arg
 from manager.engines import registry
 from manager.engines.base import Check
 from manager.errors import WorkspaceError
+from manager.session import health
 from manager.session.context import Context
 
 
@@ -29,12 +30,23 @@ def doctor(args: argparse.Namespace) -> int:
         choice: dict[str, str | None] = {"engine": chosen, "source": source}
     except WorkspaceError as exc:
         choice = {"engine": None, "source": str(exc)}
+    unreadable = health.survey()
     if args.json:
         ui.dump_json({"engines": {n: [c.as_json() for c in cs] for n, cs in results.items()},
-                      "chosen": choice})
+                      "chosen": choice, "unreadable": [u.as_json() for u in unreadable]})
     else:
         _show(results, choice)
-    return 0 if choice["engine"] else 1
+        _show_unreadable(unreadable)
+    return 0 if choice["engine"] and not unreadable else 1
+
+
+def _show_unreadable(found: list[health.Unreadable]) -> None:
+    if not found:
+        return
+    ui.out(ui.paint(f"sessions whose state this workspace cannot read: {len(found)}", "bold"))
+    for item in found:
+        ui.out(f"  {ui.paint('FAIL', 'red')} {item.session}: {item.problem}")
+        ui.out(f"       fix: {item.fix}")
 
 
 def _checks(name: str, ctx: Context) -> list[Check]:

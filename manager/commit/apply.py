@@ -66,9 +66,13 @@ class CommitResult:
         }
 
 
+Progress = Callable[[int, int, int], None]    # (steps done, steps, bytes written)
+
+
 def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
            paths: Sequence[Path] = (), *, force: bool = False,
-           exclude: Sequence[str] = (), allow_special: bool = False) -> CommitResult:
+           exclude: Sequence[str] = (), progress: Progress | None = None,
+           allow_special: bool = False) -> CommitResult:
     """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
     result = CommitResult()
     interrupted = journal.read(session_dir)
@@ -84,7 +88,7 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
     if plan.steps:
         started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
                                                      plan.steps, force))
-        outcome = _execute(started, check=None)
+        outcome = _execute(started, check=None, progress=progress)
         result.applied.extend(Path(s.path) for s in outcome.applied)
         _record_failures(result, outcome)
         tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
@@ -93,8 +97,9 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
 
 
 def _execute(plan: Journal, check: Callable[[Executor, Step, int, str], str | None] | None,
-             ) -> Outcome:
+             progress: Progress | None = None) -> Outcome:
     executor = Executor(plan.layers, plan.token, check)
+    executor.progress = progress
     try:
         remove_strays(executor, plan.steps)
         return executor.run(plan.steps)
@@ -192,20 +197,31 @@ def _remove_strays_in(chain: DirChain, parts: tuple[str, ...], prefix: str) -> N
 
 
 def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
-            paths: Sequence[Path] = ()) -> list[Change]:
+            paths: Sequence[Path] = (), progress: Progress | None = None) -> list[Change]:
     """Drop the changes at or below ``paths`` (all when empty); return what was dropped."""
     if journal.read(session_dir) is not None:
         raise WorkspaceError("an interrupted commit is unfinished; discarding now could lose "
                              "half of it", hint="run `workspace commit` to finish it first")
     all_changes = read_changes(list(layers), project)
+    chosen = select(all_changes, list(paths)) if paths else all_changes
+    size = sum(_size(c.upper) for c in chosen) if progress is not None else 0
     if not paths:
         for layer in layers:
             _empty_dir(layer.upper)
-        return all_changes
-    chosen = select(all_changes, list(paths))
-    _remove_uppers(layers, _topmost([c.upper for c in chosen]))
-    tidy_upper(layers, [c.upper for c in all_changes], [c.upper for c in chosen])
+    else:
+        _remove_uppers(layers, _topmost([c.upper for c in chosen]))
+        tidy_upper(layers, [c.upper for c in all_changes], [c.upper for c in chosen])
+    if progress is not None:
+        progress(len(chosen), len(chosen), size)
     return chosen
+
+
+def _size(path: Path) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _empty_dir(root: Path) -> None:

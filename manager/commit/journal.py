@@ -15,12 +15,12 @@ from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from manager import versioning
 from manager.changes.model import Layer
 from manager.errors import StateError
 from manager.fsutil import write_atomic
 
 JOURNAL = "commit-journal.json"
-VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,12 @@ def new_token() -> str:
 
 def write(session_dir: Path, journal: Journal) -> Journal:
     path = path_for(session_dir)
-    record = {
-        "version": VERSION,
+    record = versioning.stamp("journal", {
         "token": journal.token,
         "force": journal.force,
         "layers": [[str(layer.upper), str(layer.target)] for layer in journal.layers],
         "steps": [asdict(step) for step in journal.steps],
-    }
+    })
     write_atomic(path, json.dumps(record, separators=(",", ":")).encode())
     return Journal(journal.token, journal.layers, journal.steps, journal.force,
                    os.stat(path).st_ctime_ns)
@@ -85,9 +84,10 @@ def read(session_dir: Path) -> Journal | None:
 
 
 def _parse(raw: object, path: Path, started: int) -> Journal:
+    versioning.check("journal", raw, path)   # a newer one: NewerFormat, nothing touched
     try:
-        if not isinstance(raw, dict) or raw.get("version") != VERSION:
-            raise ValueError(f"not a version {VERSION} journal")
+        if not isinstance(raw, dict):
+            raise ValueError("not a journal")
         layers = [Layer(Path(upper), Path(target)) for upper, target in raw["layers"]]
         steps = [Step(**step) for step in raw["steps"]]
         return Journal(str(raw["token"]), layers, steps, bool(raw["force"]), started)

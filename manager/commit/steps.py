@@ -80,6 +80,7 @@ class Executor:
         self.layers = layers
         self.token = token
         self.check = check
+        self.progress: Callable[[int, int, int], None] | None = None   # (done, total, bytes)
         self.real = [DirChain(layer.target) for layer in layers]
         self.upper = [DirChain(layer.upper) for layer in layers]
         self.outcome = Outcome()
@@ -114,16 +115,21 @@ class Executor:
     def run(self, steps: list[Step]) -> Outcome:
         self._sync_uppers()
         batch: list[_Pending] = []
-        size = 0
-        for step in steps:
+        size = written = 0
+        for done, step in enumerate(steps, 1):
             item = self._try_prepare(step)
             if item is not None:
                 batch.append(item)
                 size += item.size
+                written += item.size
             if len(batch) >= BATCH_STEPS or size >= BATCH_BYTES:
                 self._flush(batch)
                 batch, size = [], 0
+                if self.progress is not None:
+                    self.progress(done, len(steps), written)
         self._flush(batch)
+        if self.progress is not None:
+            self.progress(len(steps), len(steps), written)
         self._finish_dirs()
         self._sync_reals()
         return self.outcome

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -31,9 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from manager import versioning
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.errors import StateError
 from manager.guardrails.gitplumbing import Git
 from manager.guardrails.gitplumbing import GitError
 from manager.guardrails.gitplumbing import Repo
@@ -41,6 +44,7 @@ from manager.guardrails.gitplumbing import Scan
 from manager.guardrails.gitplumbing import discover
 
 STORE_NAME = "workspace-checkpoints.git"
+FORMAT_FILE = "workspace-format.json"   # the store's format (none: format 1)
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,20 @@ def open_shadow(project: Path) -> Shadow | None:
     shadow = Shadow(repo, repo.common_dir / STORE_NAME)
     if not (shadow.path / "HEAD").exists():
         _init(shadow)
+    _check_format(shadow)
     return shadow
+
+
+def _check_format(shadow: Shadow) -> None:
+    """A store a newer workspace laid out is left alone (NewerFormat)."""
+    try:
+        versioning.load("checkpoints", shadow.path / FORMAT_FILE)
+    except FileNotFoundError:
+        return   # made before stores recorded a format: format 1
+    except ValueError as exc:
+        raise StateError(f"checkpoint store {shadow.path} has an unreadable "
+                         f"{FORMAT_FILE} ({exc}); nothing was changed",
+                         hint=f"inspect {shadow.path / FORMAT_FILE}") from exc
 
 
 def _init(shadow: Shadow) -> None:
@@ -180,6 +197,7 @@ def _init(shadow: Shadow) -> None:
     (tmp / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
                                 "\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n")
     (tmp / "description").write_text("workspace checkpoints: see docs/guardrails.md\n")
+    (tmp / FORMAT_FILE).write_text(json.dumps(versioning.stamp("checkpoints", {})) + "\n")
     try:
         os.rename(tmp, shadow.path)
     except OSError:

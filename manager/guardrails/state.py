@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from manager import versioning
+from manager.errors import StateError
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
 from manager.session import paths
@@ -29,25 +31,44 @@ def _dir() -> Path:
     return paths.state_home() / "guardrails"
 
 
-def _side_file(session_id: str) -> Path:
+def side_file(session_id: str) -> Path:
     return _dir() / f"{store.validate_id(session_id)}.json"
 
 
 def read(session_id: str) -> dict[str, Any]:
     """The state (a copy), empty when there is none yet."""
-    state = _read_side(session_id)
+    state = read_side(session_id)
     if not state and store.exists(session_id):
         extra = store.load(session_id).extra
         state = {k: extra[k] for k in KEYS if k in extra}
     return state
 
 
-def _read_side(session_id: str) -> dict[str, Any]:
+def read_side(session_id: str) -> dict[str, Any]:
+    """The side file's state; an unreadable one is an error, never taken for empty (a
+    write would replace it, and the checkpoints it lists)."""
+    path = side_file(session_id)
     try:
-        raw = json.loads(_side_file(session_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = versioning.load("guardrails", path)
+    except FileNotFoundError:
         return {}
-    return raw if isinstance(raw, dict) else {}
+    except (OSError, ValueError) as exc:
+        raise StateError(f"guard-rail state {path} is unreadable ({exc}); nothing was changed",
+                         hint=f"inspect {path}; removing it forgets the session's checkpoint "
+                              "list (the checkpoints stay in the store)") from exc
+    if not isinstance(raw, dict):
+        raise StateError(f"guard-rail state {path} is malformed; nothing was changed",
+                         hint=f"inspect {path}")
+    return {k: v for k, v in raw.items() if k not in (versioning.KEY, versioning.BY)}
+
+
+def readable(session_id: str) -> StateError | None:
+    """Why the side file of ``session_id`` cannot be read, or None."""
+    try:
+        read_side(session_id)
+    except StateError as exc:
+        return exc
+    return None
 
 
 @contextlib.contextmanager
@@ -72,7 +93,7 @@ def _canonical(state: dict[str, Any]) -> str:
 
 
 def _write(session_id: str, state: dict[str, Any]) -> None:
-    write_json_atomic(_side_file(session_id), state)
+    write_json_atomic(side_file(session_id), versioning.stamp("guardrails", state))
     if store.exists(session_id):
         # Reload just before saving, to keep the window for clobbering others' edits small.
         session = store.load(session_id)
@@ -87,7 +108,8 @@ def forget_idle(max_age_days: float) -> list[str]:
     cutoff = time.time() - max_age_days * 86400
     gone = []
     for path in _dir().glob("*.json"):
-        if path.stat().st_mtime < cutoff and not store.exists(path.stem):
+        if (path.stat().st_mtime < cutoff and not store.exists(path.stem)
+                and readable(path.stem) is None):   # what we cannot read, we keep
             path.unlink(missing_ok=True)
             gone.append(path.stem)
     return gone
@@ -106,7 +128,10 @@ def latest_for(project: Path) -> str | None:
         return None
     found = []
     for path in _dir().glob("*.json"):
-        state = _read_side(path.stem)
+        try:
+            state = read_side(path.stem)
+        except StateError:
+            continue
         if state.get("guard_project") == str(project):
             found.append((path.stat().st_mtime, path.stem))
     return max(found)[1] if found else None

@@ -64,6 +64,9 @@ def for_cli(session_id: str | None, project: str | None) -> Target:
 
 
 def _make(session_id: str, ctx: Context, session: Session | None) -> Target:
+    from manager.guardrails import state as guardstate
+
+    guardstate.read_side(session_id)   # unreadable or newer: stop before any snapshot is taken
     return Target(store.validate_id(session_id), ctx, session, open_shadow(ctx.project))
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from manager import config
 from manager.engines import procs
 from manager.errors import WorkspaceError
+from manager.session import health
 from manager.session import store
 from manager.session.context import Context
 from manager.session.store import Session
@@ -70,6 +71,11 @@ def collect(dry_run: bool = False) -> GcReport:
     report.errors.extend(str(e) for e in errors)
     stale: list[tuple[Session, Context]] = []
     for session in sessions:
+        unreadable = health.check_session(session.id)
+        if unreadable:   # what cannot be read cannot be known to be empty: kept
+            report.errors.extend(f"{session.id}: kept, {u.problem} (fix: {u.fix})"
+                                 for u in unreadable)
+            continue
         ctx = Context.load(session.project)
         if is_stale(session, ctx.config["gc.max_age_days"]):
             stale.append((session, ctx))

@@ -8,20 +8,22 @@ from collections.abc import Iterator
 
 from manager.changes import model
 from manager.changes.model import Change
+from manager.changes.model import is_within
 from manager.session import paths
 from manager.session import store
 from manager.session.context import Context
 from manager.session.store import Session
 
 
-def pending(ctx: Context, session: Session) -> list[Change]:
+def pending(ctx: Context, session: Session, summarize: int | None = None) -> list[Change]:
+    """The session's changes (see :func:`read_changes` for ``summarize``)."""
     engine = ctx.engine(session)
     engine.refresh(session)
     layers = engine.layers(session)
-    found = model.read_changes(layers, session.project_path)
+    found = model.read_changes(layers, session.project_path, summarize)
     # Writes a sandboxed command made into workspace's own state are never real changes.
     state = paths.state_home()
-    return [c for c in found if not (c.path == state or state in c.path.parents)]
+    return [c for c in found if not is_within(c.path, state)]
 
 
 def never_committed(ctx: Context) -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from manager import versioning
 from manager.errors import StateError
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
@@ -84,6 +85,7 @@ def session_dir(session_id: str) -> Path:
 
 def create(project: Path, engine: str, *, session_id: str | None = None,
            origin: str = "cli", engine_source: str = "default") -> Session:
+    _refuse_newer_pointer(project)
     session = Session(id=validate_id(session_id or new_id()), project=str(project),
                       engine=engine, engine_source=engine_source, origin=origin)
     session.dir.mkdir(parents=True, exist_ok=False)
@@ -107,6 +109,7 @@ def load(session_id: str) -> Session:
             f"session record {path} is unreadable ({exc}); nothing was changed",
             hint=f"inspect or remove {path.parent} by hand; its sandbox is kept",
         ) from exc
+    versioning.check("session", raw, path)
     return _from_dict(raw, path)
 
 
@@ -123,7 +126,7 @@ def _from_dict(raw: Any, path: Path) -> Session:
 
 def save(session: Session) -> None:
     session.updated = time.time()
-    write_json_atomic(session.dir / RECORD, asdict(session))
+    write_json_atomic(session.dir / RECORD, versioning.stamp("session", asdict(session)))
 
 
 def list_sessions() -> tuple[list[Session], list[StateError]]:
@@ -178,6 +181,7 @@ def current_id(project: Path) -> str | None:
     except (OSError, ValueError) as exc:
         raise StateError(f"current-session pointer {path} is unreadable ({exc})",
                          hint=f"remove {path}; no session data lives there") from exc
+    versioning.check("pointer", raw, path)
     session_id = raw.get("session") if isinstance(raw, dict) else None
     if not isinstance(session_id, str) or raw.get("project") != str(project):
         raise StateError(f"current-session pointer {path} is malformed",
@@ -187,7 +191,19 @@ def current_id(project: Path) -> str | None:
 
 def set_current(project: Path, session_id: str) -> None:
     paths.projects_dir().mkdir(parents=True, exist_ok=True)
-    write_json_atomic(_pointer_path(project), {"project": str(project), "session": session_id})
+    _refuse_newer_pointer(project)
+    write_json_atomic(_pointer_path(project),
+                      versioning.stamp("pointer", {"project": str(project), "session": session_id}))
+
+
+def _refuse_newer_pointer(project: Path) -> None:
+    """A pointer a newer workspace wrote stays as it is (an unreadable one may be replaced)."""
+    path = _pointer_path(project)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    versioning.check("pointer", raw, path)
 
 
 def current(project: Path) -> Session | None:

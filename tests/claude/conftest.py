@@ -62,6 +62,7 @@ class Claude:
                         WORKSPACE_ENGINE="overlay")
         self.env.pop("CLAUDE_PID", None)
         self.calls = 0
+        self.launcher = HOOK
 
     def hook(self, event: str, payload: dict[str, Any] | str | bytes,
              cwd: str | None = None) -> HookResult:
@@ -71,7 +72,7 @@ class Claude:
             raw: bytes = json.dumps(data).encode()
         else:
             raw = payload.encode() if isinstance(payload, str) else payload
-        proc = subprocess.run([str(HOOK), event], input=raw, capture_output=True,
+        proc = subprocess.run([str(self.launcher), event], input=raw, capture_output=True,
                               cwd=cwd or self.cwd, env=self.env, timeout=120)
         return HookResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 

@@ -115,7 +115,7 @@ def test_a_stop_that_changed_nothing_writes_nothing(claude: Claude) -> None:
     claude.start()
     (claude.project / "a.txt").write_text("a\n")
     stop(claude)
-    side = state._side_file("sess-1")
+    side = state.side_file("sess-1")
     before = side.stat().st_mtime_ns, side.read_bytes()
     for _ in range(2):
         assert stop(claude) == {}

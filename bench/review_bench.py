@@ -1,0 +1,115 @@
+"""Time ``workspace status`` and ``workspace diff`` on 100,000 pending files against
+``git status`` on a repository holding the same files, in one invocation.
+
+The project is a git repository with 5,000 tracked files. The sandbox (built-in
+overlay engine, try's layout) then holds: those 5,000 files modified, 45,000 new
+files in 450 new directories, and 50,000 files under the ignored ``build/``.
+The baseline is ``git status`` in a copy of the repository whose work tree holds
+exactly the same files. Writes go straight into the session's upper directory
+(what a sandboxed command leaves there), so only review is timed.
+
+    python bench/review_bench.py [--dir DIR] [--runs 5] [--scale 1.0]
+
+Exit status: 0 when status and diff are within 2x of git status (the issue's target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 2.0
+
+
+def sh(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def make_repo(top: Path, tracked: int) -> None:
+    top.mkdir(parents=True)
+    sh("git", "init", "-q", "-b", "main", cwd=top)
+    (top / ".gitignore").write_text("build/\n")
+    for i in range(tracked):
+        folder = top / "src" / f"m{i // 100:03}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i % 100:02}.py").write_text(f"value = {i}\n")
+    sh("git", "add", "-A", cwd=top)
+    sh("git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base", cwd=top)
+
+
+def fill(root: Path, tracked: int, new: int, ignored: int) -> None:
+    """The pending changes, written under ``root`` (an upper dir or a work tree)."""
+    for i in range(tracked):
+        folder = root / "src" / f"m{i // 100:03}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i % 100:02}.py").write_text(f"value = {i}\nextra = True\n")
+    for i in range(new):
+        folder = root / "new" / f"d{i // 100:03}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"n{i % 100:02}.txt").write_text(f"new {i}\n")
+    for i in range(ignored):
+        folder = root / "build" / f"o{i // 500:03}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"x{i % 500:03}.o").write_bytes(b"\0obj" * 8)
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of 100,000 files")
+    args = parser.parse_args()
+    tracked, new, ignored = (int(n * args.scale) for n in (5000, 45000, 50000))
+    work = Path(args.dir or tempfile.mkdtemp(prefix="review-bench-"))
+    try:
+        return run(work, tracked, new, ignored, args.runs)
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
+    project, baseline = work / "proj", work / "baseline"
+    make_repo(project, tracked)
+    shutil.copytree(project, baseline, symlinks=True)
+    fill(baseline, tracked, new, ignored)
+    env = {**os.environ, "HOME": str(work / "home"), "XDG_STATE_HOME": str(work / "state"),
+           "XDG_CONFIG_HOME": str(work / "config"), "WORKSPACE_ENGINE": "overlay",
+           "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    (work / "home").mkdir()
+    cli = [sys.executable, "-m", "manager"]
+    sh(*cli, "run", "--", "true", cwd=project, env=env)
+    sessions = list((work / "state" / "workspace" / "sessions").iterdir())
+    upper = sessions[0] / "sandbox" / "upperdir" / str(project).lstrip("/")
+    fill(upper, tracked, new, ignored)
+    total = tracked + new + ignored
+    print(f"{total:,} pending files ({tracked:,} modified, {new:,} new, {ignored:,} ignored); "
+          f"median of {runs} runs, seconds")
+    git = timed(["git", "status"], baseline, env, runs)
+    status = timed([*cli, "status", "--no-pager"], project, env, runs)
+    diff = timed([*cli, "diff", "--no-pager"], project, env, runs)
+    print(f"  git status        {git:8.3f}")
+    print(f"  workspace status  {status:8.3f}  {status / git:5.2f}x")
+    print(f"  workspace diff    {diff:8.3f}  {diff / git:5.2f}x   (target: within {TARGET}x)")
+    return 0 if max(status, diff) <= TARGET * git else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""``workspace commit -p``: the interactive half of ``workspace commit``.
+
+The questions are asked without the session's lock (an agent's calls go on
+meanwhile); the answers are applied under it, and only where the real file and
+the sandbox's copy still hold what the questions showed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from manager import ui
+from manager.changes.model import Change
+from manager.changes.model import select
+from manager.commit import apply
+from manager.commit import partial
+from manager.commit.exclude import compile_patterns
+from manager.errors import WorkspaceError
+from manager.review import patch_prompt
+from manager.review.grouping import group
+from manager.session.context import Context
+from manager.session.sandbox import never_committed
+from manager.session.sandbox import pending
+from manager.session.sandbox import upper_at_rest
+from manager.session.store import Session
+
+
+def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bool) -> int:
+    project = session.project_path
+    excluded = compile_patterns(never_committed(ctx), project)
+    offered = [c for c in select(pending(ctx, session), paths) if not excluded(c.path)]
+    choices = patch_prompt.choose(_units(offered, project), project, patch_prompt.terminal_ask,
+                                  ui.out)
+    if not choices.partial and not choices.whole:
+        ui.out("nothing chosen: everything stays pending")
+        return 0
+    with upper_at_rest(ctx, session) as layers:
+        result = apply.commit(session.dir, layers, project, choices.whole, force=force,
+                              exclude=never_committed(ctx)) if choices.whole else None
+        written = [_write(plan) for plan in choices.partial]
+    if result is not None:
+        ui.out(f"committed {len(result.applied)} path(s) whole")
+        for issue in [*result.conflicts, *result.errors]:
+            ui.err(ui.paint(f"  {issue.path}: {issue.reason}", "red"))
+    for path in written:
+        ui.out(f"committed part of {path}; the rest stays pending")
+    return 0 if result is None or result.ok else 1
+
+
+def _units(changes: list[Change], project: Path) -> list[Change]:
+    """What to ask about: a new directory once (not every file in it), .git left out
+    (its history is committed through git by ``workspace commit``)."""
+    groups = group(changes, project)
+    entries = [*groups.project, *(e for es in groups.ignored.values() for e in es),
+               *(e for es in groups.elsewhere.values() for e in es)]
+    return [e.change for e in entries]
+
+
+def _write(plan: patch_prompt.FilePlan) -> Path:
+    change = plan.change
+    if change.upper.read_bytes() != plan.new:
+        raise WorkspaceError(f"the sandbox changed {change.path} while you chose hunks; "
+                             "nothing written to it", hint="run `workspace commit -p` again")
+    partial.write_real(change.path, plan.old, plan.result())
+    partial.renew_upper(change.upper, change.path)
+    return change.path

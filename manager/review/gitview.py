@@ -1,0 +1,261 @@
+"""Changes under a project's ``.git``, read as what they mean to git.
+
+An agent's ``git commit`` in the sandbox writes object files, a log line, the
+index and a ref: review shows "1 new commit on main" instead. Refs are resolved
+as the sandbox sees them (its loose refs over the real ones, its packed-refs if
+it rewrote them); commits are listed with the sandbox's new objects borrowed
+next to the real store, so nothing is written anywhere. Files that make git run
+programs or change what it tracks (``config``, ``hooks/``, ``info/``,
+``.gitmodules``) are flagged as security-relevant.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+from manager.changes.model import Change
+from manager.changes.model import is_opaque
+from manager.changes.model import is_whiteout
+from manager.guardrails.gitplumbing import Git
+from manager.guardrails.gitplumbing import GitError
+from manager.guardrails.gitplumbing import discover
+
+MAX_COMMITS = 20
+# Under .git: what can make git run a program or change what it sees.
+FLAGGED_DIRS = ("hooks", "info")
+FLAGGED_FILES = ("config", "commondir", "gitdir")
+
+
+@dataclass(frozen=True)
+class Commit:
+    short: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class RefChange:
+    ref: str                  # refs/heads/main
+    old: str | None           # the real value; None: created
+    new: str | None           # the sandbox's value; None: deleted
+    commits: tuple[Commit, ...] = ()   # reachable from new, not from old (or any real ref)
+    more: int = 0             # commits beyond MAX_COMMITS
+    fast_forward: bool = True  # old is an ancestor of new
+
+    @property
+    def short_name(self) -> str:
+        for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/"):
+            if self.ref.startswith(prefix):
+                return self.ref[len(prefix):]
+        return self.ref
+
+    @property
+    def kind(self) -> str:
+        if self.ref.startswith("refs/heads/"):
+            return "branch"
+        if self.ref.startswith("refs/tags/"):
+            return "tag"
+        if self.ref == "refs/stash":
+            return "stash"
+        return "ref"
+
+
+@dataclass
+class GitView:
+    refs: list[RefChange] = field(default_factory=list)
+    head: tuple[str, str] | None = None          # (real HEAD, sandbox HEAD) when it changed
+    stash_added: int = 0
+    flagged: list[Change] = field(default_factory=list)
+    hidden: list[Change] = field(default_factory=list)   # objects, logs, index, ...
+
+    @property
+    def empty(self) -> bool:
+        return not (self.refs or self.head or self.flagged or self.hidden)
+
+
+def read(project: Path, git_changes: list[Change], worktree_changes: list[Change]) -> GitView:
+    """What ``git_changes`` (under ``project/.git``) mean; ``.gitmodules`` is flagged too."""
+    view = GitView()
+    git_dir = project / ".git"
+    gitmodules = project / ".gitmodules"
+    view.flagged.extend(c for c in worktree_changes if c.path == gitmodules)
+    if not git_changes:
+        return view
+    for change in git_changes:
+        rel = change.path.relative_to(git_dir).parts
+        if rel and (rel[0] in FLAGGED_DIRS or rel[0] in FLAGGED_FILES):
+            view.flagged.append(change)
+        else:
+            view.hidden.append(change)
+    upper_git = _upper_root(git_changes[0], git_dir)
+    repo = discover(project)
+    if repo is None or upper_git is None or repo.git_dir != git_dir:
+        return view
+    git = Git(repo)
+    view.refs = _ref_changes(git, repo.git_dir, upper_git)
+    view.head = _head_change(repo.git_dir, upper_git)
+    view.stash_added = _stash_added(repo.git_dir, upper_git)
+    return view
+
+
+def _upper_root(change: Change, git_dir: Path) -> Path | None:
+    rel = change.path.relative_to(git_dir)
+    upper = change.upper
+    for _ in rel.parts:
+        upper = upper.parent
+    return upper if upper.is_dir() else None
+
+
+def sandbox_git(git: Git, upper_git: Path) -> Git:
+    """git reading the sandbox's new objects beside the real ones (never writing)."""
+    objects = upper_git / "objects"
+    if not objects.is_dir():
+        return git
+    return git.with_env(GIT_OBJECT_DIRECTORY=str(objects),
+                        GIT_ALTERNATE_OBJECT_DIRECTORIES=str(git.repo.objects))
+
+
+def _ref_changes(git: Git, git_dir: Path, upper_git: Path) -> list[RefChange]:
+    real = dict(git.refs("refs/"))
+    sandbox = sandbox_refs(git_dir, upper_git)
+    reader = sandbox_git(git, upper_git)
+    changes = []
+    for ref in sorted(set(real) | set(sandbox)):
+        old, new = real.get(ref), sandbox.get(ref)
+        if old != new:
+            changes.append(_describe(reader, ref, old, new))
+    return changes
+
+
+def sandbox_refs(git_dir: Path, upper_git: Path) -> dict[str, str]:
+    """Every ref as the sandbox sees it: its loose refs over the real ones, then packed."""
+    packed_file = upper_git / "packed-refs"
+    if _exists(packed_file):
+        packed = {} if _is_whiteout(packed_file) else _parse_packed(packed_file)
+    else:
+        packed = _parse_packed(git_dir / "packed-refs")
+    real_loose = _loose_refs(git_dir / "refs", "refs")
+    hidden = _hidden_refs(upper_git / "refs", "refs", real_loose)
+    loose = {ref: sha for ref, sha in real_loose.items() if ref not in hidden}
+    loose.update(_loose_refs(upper_git / "refs", "refs"))
+    # A deleted loose ref is gone unless the sandbox's packed-refs still has it.
+    result = dict(packed)
+    result.update(loose)
+    return result
+
+
+def _exists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _is_whiteout(path: Path) -> bool:
+    try:
+        return is_whiteout(path, os.lstat(path))
+    except OSError:
+        return False
+
+
+def _parse_packed(path: Path) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return refs
+    for line in text.splitlines():
+        if line and line[0] not in "#^":
+            sha, _, ref = line.partition(" ")
+            refs[ref] = sha
+    return refs
+
+
+def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
+    """Loose ref files below ``directory`` (whiteouts and symbolic refs skipped)."""
+    refs: dict[str, str] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return refs
+    for name in names:
+        path = directory / name
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            refs.update(_loose_refs(path, f"{prefix}/{name}"))
+        elif stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
+            value = path.read_text(errors="replace").strip()
+            if len(value) >= 40 and not value.startswith("ref:"):
+                refs[f"{prefix}/{name}"] = value
+    return refs
+
+
+def _hidden_refs(upper_dir: Path, prefix: str, real_loose: dict[str, str]) -> set[str]:
+    """Real loose refs the sandbox deleted (whiteouts) or hid (opaque directories)."""
+    hidden: set[str] = set()
+    try:
+        names = os.listdir(upper_dir)
+    except OSError:
+        return hidden
+    for name in names:
+        path, ref = upper_dir / name, f"{prefix}/{name}"
+        st = os.lstat(path)
+        if is_whiteout(path, st) or stat.S_ISREG(st.st_mode):
+            hidden.update(r for r in real_loose if r == ref or r.startswith(ref + "/"))
+        elif stat.S_ISDIR(st.st_mode):
+            if is_opaque(path):
+                hidden.update(r for r in real_loose if r.startswith(ref + "/"))
+            hidden |= _hidden_refs(path, ref, real_loose)
+    return hidden
+
+
+def _describe(git: Git, ref: str, old: str | None, new: str | None) -> RefChange:
+    if new is None:
+        return RefChange(ref, old, None)
+    exclude = [f"^{old}"] if old else ["--not", "--all"]
+    try:
+        text = git.run("log", "--no-show-signature", f"--max-count={MAX_COMMITS + 1}",
+                       "--format=%h%x00%s", new, *exclude).stdout.decode(errors="replace")
+        commits = [Commit(*line.split("\0", 1)) for line in text.splitlines() if "\0" in line]
+        count = int(git.out("rev-list", "--count", new, *exclude)) if len(commits) > MAX_COMMITS \
+            else len(commits)
+        forward = old is None or git.run("merge-base", "--is-ancestor", old, new,
+                                         check=False).returncode == 0
+    except GitError:
+        return RefChange(ref, old, new, fast_forward=False)
+    return RefChange(ref, old, new, tuple(commits[:MAX_COMMITS]), max(0, count - MAX_COMMITS),
+                     forward)
+
+
+def _head_change(git_dir: Path, upper_git: Path) -> tuple[str, str] | None:
+    upper_head = upper_git / "HEAD"
+    if not upper_head.is_file() or _is_whiteout(upper_head):
+        return None
+    old = _head_text(git_dir / "HEAD")
+    new = _head_text(upper_head)
+    return (old, new) if old != new else None
+
+
+def _head_text(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return "?"
+    return text[len("ref: refs/heads/"):] if text.startswith("ref: refs/heads/") else text[:12]
+
+
+def _stash_added(git_dir: Path, upper_git: Path) -> int:
+    upper_log = upper_git / "logs" / "refs" / "stash"
+    if not upper_log.is_file() or _is_whiteout(upper_log):
+        return 0
+    return max(0, _count_lines(upper_log) - _count_lines(git_dir / "logs" / "refs" / "stash"))
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return len(path.read_bytes().splitlines())
+    except OSError:
+        return 0

@@ -1,0 +1,177 @@
+"""Pending changes grouped for a person: what git status would show, at any size.
+
+A new directory is one entry with its file count (as git shows an untracked
+directory); what the project's ignore rules ignore is set apart; changes under
+``.git`` are read as git history (:mod:`manager.review.gitview`), not files;
+what lies outside the project is grouped by where it lives (``~/.cache``,
+``/tmp``...). Nothing is dropped: every change belongs to exactly one entry.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+from manager.changes.model import Change
+from manager.changes.model import EntryType
+from manager.changes.model import Kind
+from manager.changes.model import is_within
+
+# Roots whose second level says more than the first (/usr/local, /var/lib...).
+DEEP_ROOTS = frozenset({"usr", "var", "opt", "srv"})
+
+
+@dataclass
+class Entry:
+    """One line of review: a change, and everything it stands for when collapsed."""
+
+    change: Change
+    members: list[Change] = field(default_factory=list)   # the change itself first
+
+    @property
+    def files(self) -> int:
+        if self.change.below is not None:
+            return self.change.below
+        return sum(1 for c in self.members if (c.new_type or c.old_type) is not EntryType.DIR) \
+            or (0 if self.is_dir else 1)
+
+    @property
+    def is_dir(self) -> bool:
+        return (self.change.new_type or self.change.old_type) is EntryType.DIR
+
+    @property
+    def collapsed(self) -> bool:
+        return len(self.members) > 1 or self.change.below is not None
+
+
+@dataclass
+class Groups:
+    project: list[Entry] = field(default_factory=list)
+    ignored: dict[str, list[Entry]] = field(default_factory=dict)  # by topmost ignored dir
+    git: list[Change] = field(default_factory=list)            # changes under .git
+    elsewhere: dict[str, list[Entry]] = field(default_factory=dict)
+
+    @property
+    def project_files(self) -> int:
+        return sum(e.files for e in self.project)
+
+    @property
+    def ignored_files(self) -> int:
+        return sum(e.files for entries in self.ignored.values() for e in entries)
+
+    @property
+    def elsewhere_files(self) -> int:
+        return sum(e.files for entries in self.elsewhere.values() for e in entries)
+
+
+def group(changes: list[Change], project: Path, *, expand: bool = False,
+          home: Path | None = None) -> Groups:
+    """Sort ``changes`` (parents before children) into review groups.
+
+    ``expand`` lists every change on its own line (``--all`` or named paths).
+    """
+    result = Groups()
+    git_dir = project / ".git"
+    in_project: list[Change] = []
+    outside: list[Change] = []
+    for change in changes:
+        if is_within(change.path, git_dir):
+            result.git.append(change)
+        elif change.in_project:
+            in_project.append(change)
+        else:
+            outside.append(change)
+    entries = _collapse(in_project, expand)
+    ignored = ignored_paths(project, [e.change.path for e in entries],
+                            {e.change.path for e in entries if e.is_dir})
+    ignored_entries = [e for e in entries if e.change.path in ignored]
+    result.project = [e for e in entries if e.change.path not in ignored]
+    tops = _topmost_ignored(project, [e.change.path for e in ignored_entries])
+    for entry in ignored_entries:
+        label = str(tops[entry.change.path].relative_to(project)) + "/" \
+            if tops[entry.change.path] != entry.change.path else display_rel(entry, project)
+        result.ignored.setdefault(label, []).append(entry)
+    home = home or Path(os.path.expanduser("~"))
+    for entry in _collapse(outside, expand):
+        result.elsewhere.setdefault(root_label(entry.change.path, home), []).append(entry)
+    return result
+
+
+def _collapse(changes: list[Change], expand: bool) -> list[Entry]:
+    """One entry per change; below a new (or replaced) directory, one for all of it."""
+    entries: list[Entry] = []
+    root: Entry | None = None
+    for change in changes:
+        if root is not None and is_within(change.path, root.change.path):
+            root.members.append(change)
+            continue
+        entry = Entry(change, [change])
+        entries.append(entry)
+        root = entry if not expand and _collapses(change) else None
+    return entries
+
+
+def _collapses(change: Change) -> bool:
+    new_dir = change.new_type is EntryType.DIR
+    return new_dir and (change.kind is Kind.ADDED or change.opaque or change.kind is Kind.REPLACED)
+
+
+def root_label(path: Path, home: Path) -> str:
+    """Where an outside change lives, for grouping: ``~/.cache``, ``/tmp``, ``/usr/local``."""
+    if is_within(path, home):
+        rel = path.relative_to(home).parts
+        return "~/" + rel[0] if rel else "~"
+    parts = path.parts[1:]
+    if not parts:
+        return "/"
+    depth = 2 if parts[0] in DEEP_ROOTS and len(parts) > 2 else 1
+    return "/" + "/".join(parts[:depth])
+
+
+def display_rel(entry: Entry, project: Path) -> str:
+    rel = str(entry.change.path.relative_to(project))
+    return rel + "/" if entry.is_dir else rel
+
+
+def _topmost_ignored(project: Path, paths: list[Path]) -> dict[Path, Path]:
+    """For each ignored path, its topmost ancestor directory that is ignored itself
+    (``.venv`` for every file below it), else the path."""
+    ancestors = sorted({a for p in paths for a in p.parents if project in a.parents},
+                       key=lambda a: len(a.parts))
+    ignored = ignored_paths(project, ancestors, set(ancestors))
+    result: dict[Path, Path] = {}
+    for path in paths:
+        result[path] = next((a for a in reversed(path.parents) if a in ignored), path)
+    return result
+
+
+def ignored_paths(project: Path, paths: list[Path], dirs: set[Path]) -> set[Path]:
+    """Which of ``paths`` the project's own ignore rules ignore (git's, in a git project).
+
+    The real repository's rules decide, not the sandbox's: an agent cannot hide a change
+    by editing ``.gitignore`` in the sandbox. One ``git check-ignore`` for all paths.
+    Tracked files are never ignored, as in git.
+    """
+    if not (project / ".git").exists() or not paths:
+        return set()
+    cut = len(str(project)) + 1
+    rels = [os.fsencode(str(p)[cut:]) + (b"/" if p in dirs else b"") for p in paths]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    base = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
+    try:
+        # --no-index: check-ignore consults the index per path otherwise, seconds for
+        # thousands; tracked files (never ignored, as in git) are taken out below instead.
+        proc = subprocess.run([*base, "check-ignore", "--no-index", "--stdin", "-z"],
+                              input=b"".join(r + b"\0" for r in rels), capture_output=True,
+                              cwd=project, env=env)
+        tracked = subprocess.run([*base, "ls-files", "-z"], capture_output=True, cwd=project,
+                                 env=env).stdout.split(b"\0") if proc.stdout else []
+    except OSError:
+        return set()
+    if proc.returncode not in (0, 1):
+        return set()
+    hits = {p.rstrip(b"/") for p in proc.stdout.split(b"\0") if p} - set(tracked)
+    return {p for p, r in zip(paths, rels, strict=True) if r.rstrip(b"/") in hits}

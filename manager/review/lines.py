@@ -1,0 +1,60 @@
+"""Lines added and removed by pending changes, as ``git diff --numstat`` counts them."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from manager.changes.model import Change
+from manager.changes.model import Kind
+
+MAX_BYTES = 1 << 20     # larger files are not counted (git --stat calls them "Bin" too)
+SNIFF = 8000            # bytes checked for NUL, as git does
+
+
+@dataclass(frozen=True)
+class Count:
+    added: int
+    removed: int
+    binary: bool = False
+
+
+def count(change: Change) -> Count:
+    """Lines added and removed by one change (files only; directories count as 0)."""
+    old = _lines(change.path) if change.old_type and change.kind is not Kind.ADDED else []
+    new = [] if change.kind is Kind.DELETED else _lines(change.upper)
+    if old is None or new is None:
+        return Count(0, 0, binary=True)
+    if not old or not new:
+        return Count(len(new), len(old))
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return Count(added, removed)
+
+
+def _lines(path: Path) -> list[bytes] | None:
+    """The file's lines; [] for no file or a directory; None when binary or too large."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return []
+    if stat.S_ISLNK(st.st_mode):
+        return [os.fsencode(os.readlink(path))]
+    if not stat.S_ISREG(st.st_mode):
+        return []
+    if st.st_size > MAX_BYTES:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    if b"\0" in data[:SNIFF]:
+        return None
+    return data.splitlines()

@@ -1,0 +1,77 @@
+"""``workspace commit`` applies an agent's git history through git: never a half state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import Runner
+from tests.review.conftest import git
+
+
+def agrees(repo: Path) -> None:
+    """Work tree, index and HEAD agree (nothing staged or modified) and fsck is clean."""
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    git(repo, "fsck", "--strict", "--no-dangling")
+
+
+def test_agent_commit_fast_forwards_an_unmoved_branch(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    start = git(repo, "rev-parse", "HEAD")
+    sandboxed("echo four >> a.py && git commit -qam 'Agent: four' && echo new > c.py")
+    ws("commit", check=True)
+    assert git(repo, "log", "-1", "--format=%s") == "Agent: four"
+    assert git(repo, "rev-parse", "HEAD~1") == start
+    assert (repo / "a.py").read_text().endswith("four\n") and (repo / "c.py").exists()
+    agrees(repo)
+    assert "nothing pending" in ws("status", check=True).stdout
+
+
+def test_a_branch_the_user_moved_is_not_overwritten(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("echo four >> a.py && git commit -qam 'Agent: four'")
+    (repo / "b.py").write_text("x = 'user'\n")
+    git(repo, "commit", "-qam", "User: b")
+    user_head = git(repo, "rev-parse", "HEAD")
+    proc = ws("commit", check=True)
+    assert git(repo, "rev-parse", "HEAD") == user_head
+    side = [b for b in git(repo, "branch", "--format=%(refname:short)").split()
+            if b.startswith("workspace/")]
+    assert len(side) == 1 and side[0].endswith("/main")
+    assert git(repo, "log", "-1", "--format=%s", side[0]) == "Agent: four"
+    assert f"git merge {side[0]}" in proc.stdout
+    assert (repo / "a.py").read_text() == "one\ntwo\nthree\n"   # on the branch, not here
+    agrees(repo)
+    assert "nothing pending" in ws("status", check=True).stdout
+
+
+def test_branch_tag_and_stash_are_applied(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    git(repo, "branch", "old")
+    sandboxed("git branch feature && git tag v1 && git branch -qD old "
+              "&& echo s >> b.py && git stash -q")
+    out = json.loads(ws("commit", "--json", check=True).stdout)["git"]
+    assert out["stashed"] == 1
+    assert git(repo, "rev-parse", "feature") == git(repo, "rev-parse", "main")
+    assert git(repo, "rev-parse", "v1") == git(repo, "rev-parse", "main")
+    assert git(repo, "branch", "--list", "old") == ""
+    assert len(git(repo, "stash", "list").splitlines()) == 1
+    agrees(repo)
+
+
+def test_git_config_stays_pending_unless_named(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("git config core.fsmonitor 'touch /tmp/owned' && echo four >> a.py")
+    proc = ws("commit", check=True)
+    assert "security-relevant, still pending" in proc.stdout
+    assert "fsmonitor" not in (repo / ".git/config").read_text()
+    assert "security-relevant: modified config" in ws("status", check=True).stdout
+    ws("commit", str(repo / ".git/config"), check=True)
+    assert "fsmonitor" in (repo / ".git/config").read_text()
+
+
+def test_index_only_changes_are_not_copied(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    before = (repo / ".git/index").read_bytes()
+    sandboxed("echo four >> a.py && git add a.py")
+    ws("commit", check=True)
+    assert (repo / ".git/index").read_bytes() == before
+    assert git(repo, "status", "--porcelain") == "M a.py"
+    git(repo, "fsck", "--strict")

@@ -1,0 +1,49 @@
+"""``workspace commit -p`` through a real terminal: some hunks of several files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.conftest import Runner
+from tests.review.conftest import git
+from tests.review.pty_driver import converse
+
+LINES = [f"line {i}\n" for i in range(1, 31)]
+
+
+def test_chosen_hunks_are_committed_and_the_rest_stays_pending(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    (repo / "long.txt").write_text("".join(LINES))
+    git(repo, "add", "long.txt")
+    git(repo, "commit", "-qm", "long")
+    sandboxed("sed -i 's/^line 2$/line TWO/; s/^line 25$/line TWENTY-FIVE/' long.txt "
+              "&& echo 'x = 2' > b.py && echo new > c.txt")
+    sandbox_view = ws("run", "--", "cat", "long.txt", check=True).stdout
+    # In path order: b.py no; c.txt (a new file) yes; long.txt first hunk yes, second no.
+    code, screen = converse([sys.executable, "-m", "manager", "commit", "-p"], repo,
+                            ["n", "y", "y", "n"])
+    assert code == 0, screen
+    assert "@@ -1,5 +1,5 @@" in screen and "+line TWO" in screen
+    real = (repo / "long.txt").read_text()
+    assert "line TWO\n" in real and "line 25\n" in real and "TWENTY-FIVE" not in real
+    assert (repo / "b.py").read_text() == "x = 1\n"
+    assert (repo / "c.txt").read_text() == "new\n"
+    status = ws("status", "--short", check=True).stdout.splitlines()
+    assert status == ["M  b.py", "M  long.txt"]
+    diff = ws("diff", "long.txt", check=True).stdout
+    assert "+line TWENTY-FIVE" in diff and "TWO" not in diff
+    assert ws("run", "--", "cat", "long.txt", check=True).stdout == sandbox_view
+    ws("commit", check=True)        # the rest, with no conflict from our own partial write
+    assert "TWENTY-FIVE" in (repo / "long.txt").read_text()
+    assert "nothing pending" in ws("status", check=True).stdout
+
+
+def test_split_and_quit(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("printf 'ONE\\ntwo\\nTHREE\\n' > a.py")
+    code, screen = converse([sys.executable, "-m", "manager", "commit", "-p"], repo,
+                            ["s", "n", "y", "q"])
+    assert code == 0, screen
+    assert "Split into 2 hunks." in screen
+    assert (repo / "a.py").read_text() == "one\ntwo\nTHREE\n"
+    assert ws("run", "--", "cat", "a.py", check=True).stdout == "ONE\ntwo\nTHREE\n"
