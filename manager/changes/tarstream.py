@@ -24,6 +24,8 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager.changes.meta import OVERLAY_XATTR_PREFIXES
+from manager.changes.meta import content_xattrs
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
@@ -55,6 +57,30 @@ class _UpperTar(tarfile.TarFile):
         if tarinfo.pax_headers.get(XATTR_PREFIX + TRUSTED_OPAQUE) == "y" or \
                 tarinfo.pax_headers.get(XATTR_PREFIX + USER_OPAQUE) == "y":
             set_opaque(os.fsdecode(targetpath))
+
+    def utime(self, tarinfo: tarfile.TarInfo, targetpath: StrOrBytesPath) -> None:
+        # Last of the metadata steps (chown and chmod would clear file capabilities).
+        super().utime(tarinfo, targetpath)
+        set_content_xattrs(tarinfo, os.fsdecode(targetpath))
+
+
+def set_content_xattrs(tarinfo: tarfile.TarInfo, path: str) -> None:
+    """The entry's own xattrs (``user.*``, ``security.capability``): review shows them.
+
+    A capability the host user may not set (not root) stays behind in the
+    engine's volume: it never reaches the real files, so nothing is lost that
+    review would have to show.
+    """
+    for key, value in tarinfo.pax_headers.items():
+        name = key[len(XATTR_PREFIX):]
+        if not key.startswith(XATTR_PREFIX) or name.startswith(OVERLAY_XATTR_PREFIXES):
+            continue
+        try:
+            os.setxattr(path, name, value.encode("utf-8", "surrogateescape"),
+                        follow_symlinks=False)
+        except PermissionError:
+            if not name.startswith("security."):
+                raise
 
 
 def make_whiteout(path: str) -> None:
@@ -186,9 +212,12 @@ def _info(tar: tarfile.TarFile, path: Path, arcname: str) -> tarfile.TarInfo:
     if is_whiteout(path, st):
         info.type, info.size, info.devmajor, info.devminor = tarfile.CHRTYPE, 0, 0, 0
         info.mode = 0
-    elif stat.S_ISDIR(st.st_mode) and is_opaque(path):
-        headers: dict[str, Any] = dict(info.pax_headers)
+        return info
+    headers: dict[str, Any] = dict(info.pax_headers)
+    for name, value in content_xattrs(str(path)).items():
+        headers[XATTR_PREFIX + name] = value.decode("utf-8", "surrogateescape")
+    if stat.S_ISDIR(st.st_mode) and is_opaque(path):
         headers[XATTR_PREFIX + TRUSTED_OPAQUE] = "y"
-        info.pax_headers = headers
+    info.pax_headers = headers
     return info
 

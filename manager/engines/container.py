@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -68,7 +69,9 @@ BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the vol
 VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
 LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
 # Tar options both ways: whiteouts are char devices, opaque dirs carry trusted.overlay.opaque.
-TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*"]
+# The overlay's marks, and the entries' own xattrs (review shows them; see changes/meta).
+TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*",
+             "--xattrs-include=user.*", "--xattrs-include=security.capability"]
 # What the container needs to mount its own overlay: the capability, and no LSM veto
 # (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
 VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
@@ -223,7 +226,7 @@ class ContainerEngine:
         argv = self._exec_argv(self.container_name(session), [
             "sh", "-c", f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && '
                         f'chmod 700 {VOLUME_MOUNT} && exec tar -C {VOLUME_MOUNT}/upper '
-                        f'{" ".join(TAR_FLAGS)} -xpf -'], stdin=True)
+                        f'{shlex.join(TAR_FLAGS)} -xpf -'], stdin=True)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stderr is not None
         try:
@@ -245,7 +248,7 @@ class ContainerEngine:
         # the copies made here are born now.
         # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
         script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -mindepth 1 -exec stat --printf '
-                  f'"%.9W %n\\0" {{}} +) >births && exec tar {" ".join(TAR_FLAGS)} '
+                  f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} '
                   '-cf - births upper')
         argv = self._exec_argv(self.container_name(session), ["sh", "-c", script])
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
