@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from manager import fsutil  # noqa: E402
 from manager.engines import try_probe  # noqa: E402
 from manager.engines import tryengine  # noqa: E402
 
@@ -70,7 +71,7 @@ def bench_one(path: Path, runs: int) -> dict[str, float]:
         for _ in range(runs):
             for name, argv in cases.items():
                 samples[name].append(timed(argv, env))
-        tryengine.remove_tree(root)
+        fsutil.remove_tree(root)
         root.mkdir()  # TemporaryDirectory expects to remove it
     names = list(cases)
     result = {name: statistics.median(values) * 1000 for name, values in samples.items()}

@@ -1,7 +1,17 @@
 """Layered configuration: defaults < user < project < environment < flags.
 
 Every value remembers where it came from, so ``workspace config`` can say why a
-setting has the value it has. Files are read, never written.
+setting has the value it has. Files are read, never written (but the record of
+trusted project files, below).
+
+The project's ``.workspace.yaml`` is a file the agent can write (the client's
+Write tool acts on the real project). The settings that would weaken the
+sandbox (:data:`TRUST_REQUIRED`: what runs outside it, which engine, network)
+are therefore taken from it only once the user trusted that exact content with
+``workspace config trust``, which records its SHA-256 in the user's state; a
+changed file is untrusted again until the user says so. Until then those
+settings come from the user's config, the environment and flags, and
+``workspace config`` shows them as ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +28,15 @@ from manager.engines import registry
 from manager.errors import ConfigError
 from manager.session import paths
 
+PROJECT_FILE = paths.PROJECT_FILE
+env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
+TRUST_FILE = "trusted-projects.json"     # in the state directory: {file path: sha256}
+# Settings a project file sets only when trusted: each one can switch the sandbox off
+# (passthrough, model bypass), pick a weaker or a different boundary (engine,
+# try.path runs a program, image, upper dir), or open the network.
+TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
+                            "container.image", "container.network", "container.upper"))
+
 
 @dataclass(frozen=True)
 class Option:
@@ -27,9 +46,11 @@ class Option:
     choices: tuple[str, ...] = ()
 
 
+ENGINES = registry.CHOICES
+
 # One table for every setting. Dotted names map to nested YAML mappings.
 SCHEMA: dict[str, Option] = {
-    "engine": Option(str, registry.AUTO, "sandbox engine", registry.CHOICES),
+    "engine": Option(str, "auto", "sandbox engine", ENGINES),
     "exclude": Option(list, [], "glob patterns (absolute, or relative to the project) never committed"),
     "gc.max_age_days": Option(int, 14, "gc removes empty sessions idle this long even if alive"),
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
@@ -62,7 +83,7 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
-    "passthrough": Option(list, ["git", "gh", "sudo", "docker", "podman"],
+    "passthrough": Option(list, ["gh", "sudo", "docker", "podman"],
                           "commands the Claude plugin runs outside the sandbox (first word)"),
     "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
                                         "(dangerouslyDisableSandbox, `workspace passthrough`)"),
@@ -73,6 +94,7 @@ SCHEMA: dict[str, Option] = {
 class Config:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, str] = field(default_factory=dict)   # key -> why (untrusted file)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -81,17 +103,20 @@ class Config:
         return self.values.get(key, default)
 
 
-def config_files(project: Path | None) -> list[Path]:
-    """Every file read, lowest precedence first (the rule is :func:`paths.config_files`)."""
-    return [Path(f) for f in paths.config_files(None if project is None else str(project))]
+def user_config_files() -> list[Path]:
+    """User-authored files, lowest precedence first (the rule: :func:`paths.config_files`)."""
+    return [Path(f) for f in paths.config_files(None)]
 
 
 def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
     config = Config()
     for key, option in SCHEMA.items():
         _set(config, key, option.default, "default")
-    for path in config_files(project):
+    for path in user_config_files():
         _merge_file(config, path)
+    if project is not None:
+        path = project / PROJECT_FILE
+        _merge_file(config, path, trusted=None if is_trusted(path) else TRUST_REQUIRED)
     _merge_env(config)
     for key, value in (flags or {}).items():
         if value is not None:
@@ -104,7 +129,8 @@ def _set(config: Config, key: str, value: Any, source: str) -> None:
     config.sources[key] = source
 
 
-def _merge_file(config: Config, path: Path) -> None:
+def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = None) -> None:
+    """Merge one file; keys in ``trusted`` (when given) are recorded as ignored instead."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -116,7 +142,67 @@ def _merge_file(config: Config, path: Path) -> None:
         if SCHEMA[key].type is list and isinstance(value, str):
             raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
                               hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
-        _set(config, key, _coerce(key, value, str(path)), str(path))
+        coerced = _coerce(key, value, str(path))
+        if trusted is not None and key in trusted:
+            config.ignored[key] = (f"{path} is not trusted (`workspace config trust` after "
+                                   "reading it)")
+            continue
+        _set(config, key, coerced, str(path))
+
+
+def trust_path() -> Path:
+    return paths.state_home() / TRUST_FILE
+
+
+def _trust_record(strict: bool = False) -> dict[str, str]:
+    """{project file: sha256}. Unreadable, or written by a newer release: nothing is
+    trusted (``strict``: a newer record is an error, so that it is not overwritten)."""
+    from manager import versioning
+
+    try:
+        data = versioning.load("trust", trust_path())
+    except (FileNotFoundError, ValueError):
+        return {}
+    except versioning.NewerFormat:
+        if strict:
+            raise
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    return files if isinstance(files, dict) else {}
+
+
+def file_hash(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def is_trusted(path: Path) -> bool:
+    """The user trusted exactly this content of ``path``."""
+    digest = file_hash(path)
+    return digest is not None and _trust_record().get(str(path.absolute())) == digest
+
+
+def set_trust(path: Path, trusted: bool) -> str | None:
+    """Record (or drop) the user's trust in the current content of ``path``; its hash."""
+    from manager import versioning
+    from manager.fsutil import write_atomic
+
+    record = _trust_record(strict=True)
+    digest = file_hash(path)
+    key = str(path.absolute())
+    if trusted and digest is not None:
+        record[key] = digest
+    else:
+        record.pop(key, None)
+    trust_path().parent.mkdir(parents=True, exist_ok=True)
+    data = versioning.stamp("trust", {"files": record})
+    write_atomic(trust_path(), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
+                 mode=0o600)
+    return digest if trusted else None
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
@@ -177,7 +263,7 @@ def _suggest(key: str) -> str:
 
 def _merge_env(config: Config) -> None:
     for key in SCHEMA:
-        name = paths.env_name(key)
+        name = env_name(key)
         if name in os.environ:
             _set(config, key, _coerce(key, os.environ[name], f"${name}"), f"${name}")
 

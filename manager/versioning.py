@@ -41,6 +41,7 @@ KINDS = {
     "guardrails": (1, "guard-rail state"),
     "journal": (1, "commit journal"),
     "checkpoints": (1, "checkpoint store"),
+    "trust": (1, "record of trusted project files"),
 }
 KEYS = {"journal": "version"}  # the journal had a version key before formats were recorded
 

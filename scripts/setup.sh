@@ -6,5 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for step in scripts/setup.d/*.sh; do
     echo "==> ${step##*/}"
+    started=$SECONDS
     bash "$step" || { rc=$?; echo "setup: ${step##*/} FAILED (exit $rc); its messages are above" >&2; exit "$rc"; }
+    echo "    ${step##*/}: $((SECONDS - started)) s"
 done

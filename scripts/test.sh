@@ -1,5 +1,120 @@
 #!/bin/bash
-# Run the whole test suite (after scripts/setup.sh). Extra arguments go to pytest.
-set -euo pipefail
+# Run the whole test suite (after scripts/setup.sh). As root, then run the tests marked `as_user`
+# (the engine behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) a
+# second time as an ordinary account, $WORKSPACE_TEST_USER (default wstest, made by
+# scripts/setup.d/60-testuser.sh; set it empty for the root run alone). Extra arguments go to both
+# pytest runs. Exit status: 0 only when every run passed; a run that collects nothing fails.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest "$@"
+repo=$PWD
+user=${WORKSPACE_TEST_USER-wstest}
+logs=$(mktemp -d "${TMPDIR:-/tmp}/workspace-test.XXXXXX")
+names=() codes=() summaries=()
+
+# The last line of a pytest log that is its summary ("3 passed, 1 failed in 2.0s").
+summary_of() {
+    grep -E '(passed|failed|error|skipped|deselected|no tests ran).* in [0-9.]+s' "$1" | tail -n 1 |
+        sed -E 's/^=+ //; s/ =+$//'
+}
+
+record() {   # NAME EXIT LOG
+    names+=("$1") codes+=("$2")
+    local line
+    line=$(summary_of "$3")
+    ((${2} == 5)) && line="${line:-no tests ran}: pytest collected no tests (exit 5), which is a failure here"
+    summaries+=("${line:-no pytest summary (exit $2): see the output above}")
+}
+
+run_as_root_or_self() {
+    local started=$SECONDS rc
+    .venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/first.log"
+    rc=${PIPESTATUS[0]}
+    record "$(id -un) (all tests, $((SECONDS - started)) s)" "$rc" "$logs/first.log"
+}
+
+# The outermost directory above the checkout that $user cannot enter (e.g. /root), or nothing.
+closed_parent() {
+    local dir=$repo closed=
+    while [[ $dir != / ]]; do
+        dir=$(dirname "$dir")
+        runuser -u "$user" -- test -x "$dir" 2>/dev/null || closed=$dir
+    done
+    echo "$closed"
+}
+
+# Run "$@" (as root) where $user can reach the checkout at its own path: when a directory above
+# it is closed to the user (a clone under /root), in a private mount namespace in which that
+# directory is an empty tmpfs holding only the checkout, bound at the same path (every absolute
+# path in .venv and .cache stays valid; nothing outside this run sees the change).
+with_reachable_checkout() {
+    local closed
+    closed=$(closed_parent)
+    if [[ -z $closed ]]; then "$@"; return; fi
+    echo "==> $closed is closed to $user: its tests see only $repo there (private mount namespace)"
+    unshare --mount --propagation private -- bash -euc '
+        repo=$1 closed=$2; shift 2
+        hold=$(mktemp -d /tmp/workspace-checkout.XXXXXX)
+        mount --bind "$repo" "$hold"
+        mount -t tmpfs -o mode=0755,size=1m workspace-path "$closed"
+        mkdir -p "$repo"
+        mount --bind "$hold" "$repo"
+        umount "$hold" && rmdir "$hold"
+        exec "$@"' with-reachable-checkout "$repo" "$closed" "$@"
+}
+
+# Why $user cannot run the tests from this checkout, or nothing.
+user_blocked() {
+    local uid home
+    uid=$(id -u "$user" 2>/dev/null) || { echo "there is no user $user"; return; }
+    home=$(getent passwd "$user" | cut -d: -f6)
+    [[ -n $home && -d $home ]] || { echo "$user has no home directory"; return; }
+    [[ -d /run/user/$uid && $(stat -c %U "/run/user/$uid") == "$user" ]] ||
+        { echo "$user has no runtime directory /run/user/$uid"; return; }
+    with_reachable_checkout runuser -u "$user" -- "$repo/.venv/bin/python" -c 'import manager, pytest' \
+        >/dev/null 2>&1 ||
+        echo "$user cannot run $repo/.venv/bin/python with workspace and pytest (an interpreter" \
+             "under a private directory, e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
+}
+
+run_as_user() {
+    local started=$SECONDS rc uid home basetemp why var
+    why=$(user_blocked)
+    if [[ -n $why ]]; then
+        printf 'test.sh: cannot run the tests as %s: %s.\n' "$user" "$why" >&2
+        printf 'test.sh: run scripts/setup.sh (its step 60-testuser makes the account), or set\n' >&2
+        printf '         WORKSPACE_TEST_USER= for the root run alone.\n' >&2
+        names+=("$user") codes+=(1) summaries+=("not run: $why")
+        return
+    fi
+    uid=$(id -u "$user")
+    home=$(getent passwd "$user" | cut -d: -f6)
+    basetemp=$(runuser -u "$user" -- mktemp -d "/tmp/workspace-test-$user.XXXXXX")
+    # A login's environment, plus what selects how the tests run (CI, e2e, the checkout to import).
+    local env=(HOME="$home" USER="$user" LOGNAME="$user" SHELL=/bin/bash LANG="${LANG:-C.UTF-8}"
+               PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid")
+    for var in $(compgen -e); do
+        case $var in
+            CI | PYTHONPATH | CLAUDE_BIN | TRY_TEST_SCRIPTS | WORKSPACE_* | WS_TEST_*) env+=("$var=${!var}") ;;
+        esac
+    done
+    echo "==> as $user: the engine, CLI and plugin tests (basetemp $basetemp)"
+    with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" -m pytest \
+        -p no:cacheprovider --basetemp "$basetemp" -m as_user "$@" 2>&1 | tee "$logs/user.log"
+    rc=${PIPESTATUS[0]}
+    record "$user (tests marked as_user, $((SECONDS - started)) s)" "$rc" "$logs/user.log"
+    ((rc != 0)) || rm -rf "$basetemp"
+}
+
+run_as_root_or_self "$@"
+if [[ $(id -u) == 0 && -n $user ]]; then
+    run_as_user "$@"
+fi
+
+status=0
+echo "==================================== test.sh summary ===================================="
+for i in "${!names[@]}"; do
+    printf '%s: %s (exit %s)\n' "${names[$i]}" "${summaries[$i]}" "${codes[$i]}"
+    ((codes[i] == 0)) || status=1
+done
+rm -rf "$logs"
+exit "$status"

@@ -3,13 +3,18 @@
 The autouse fixture points HOME and the XDG directories into the test's tmp
 dir and sets WORKSPACE_FORBID_DEFAULT_STATE, so code that forgets to honour
 them raises instead of writing into the real home directory; after the test it
-checks that nothing appeared in the real state directory.
+checks that nothing the test could have made changed in the real state
+directories (other processes on the machine may change them meanwhile).
+
+Also here: the ``as_user`` marker (what scripts/test.sh runs a second time as
+an ordinary user) and, in CI, every skip reported as a failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,13 +29,82 @@ REAL_STATE = Path(os.environ.get("XDG_STATE_HOME") or REAL_HOME / ".local/state"
 REAL_CLAUDE = REAL_HOME / ".claude"
 
 
-def _snapshot() -> tuple[bool, bool]:
-    return REAL_STATE.exists(), REAL_CLAUDE.exists()
+TESTS = Path(__file__).resolve().parent
+# Run again as an ordinary user: the engine behaviour suite, the real-client plugin e2e ...
+AS_USER_DIRS = (TESTS / "engines", TESTS / "e2e")
+# ... and every test that drives the real CLI (ws), hook launcher (claude) or overlay engine.
+AS_USER_FIXTURES = {"ws", "claude", "overlay_engine"}
+LISTING_LIMIT = 5000          # entries per real directory; ~/.claude can be large
+CONTENT_LIMIT = 1 << 20       # bytes read from a changed file to see whose it is
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("needs_root"):
+            continue
+        path = Path(str(item.path)).resolve()
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & AS_USER_FIXTURES or any(d in path.parents for d in AS_USER_DIRS):
+            item.add_marker(pytest.mark.as_user)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """In CI nothing skips: a missing engine or tool is a failure there, with the skip's reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (CI={os.environ['CI']}), which must not skip: {reason}"
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """path -> (mtime, size) of root and what is below it, at most LISTING_LIMIT entries."""
+    found: dict[str, tuple[int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [".", *dirnames, *filenames]:
+            path = os.path.normpath(os.path.join(dirpath, name))
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                found[path] = (st.st_mtime_ns, st.st_size)
+            if len(found) >= LISTING_LIMIT:
+                return found
+    return found
+
+
+def snapshot(roots: tuple[Path, ...] = (REAL_STATE, REAL_CLAUDE)) -> dict[str, tuple[int, int]]:
+    return {path: stat for root in roots for path, stat in _listing(root).items()}
+
+
+def _made_by(tmp_path: Path, path: str) -> bool:
+    """Whether a changed entry is this test's: its name or content mentions the test's tmp dir.
+
+    Everything a test works on (projects, sessions, Claude's per-project files) lives under its
+    tmp dir, so what it leaks into real state says so; what another process changes does not.
+    """
+    marks = {str(tmp_path), re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path))}
+    if any(mark in path for mark in marks):
+        return True
+    with contextlib.suppress(OSError):
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as f:
+                head = f.read(CONTENT_LIMIT)
+            return any(mark.encode() in head for mark in marks)
+    return False
+
+
+def leaked(tmp_path: Path, before: dict[str, tuple[int, int]],
+           roots: tuple[Path, ...] = (REAL_STATE, REAL_CLAUDE)) -> list[str]:
+    """Entries below roots that changed since `before` and are the test's (see _made_by)."""
+    after = snapshot(roots)
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    return sorted(p for p in changed if _made_by(tmp_path, p))
 
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    before = _snapshot()
+    before = snapshot()
     home = tmp_path / "home"
     home.mkdir()
     for name in list(os.environ):
@@ -43,7 +117,18 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
     _stop_holders(tmp_path)
-    assert _snapshot() == before, "a test wrote into the real ~/.local/state/workspace or ~/.claude"
+    _removable_work_dirs(tmp_path)
+    mine = leaked(tmp_path, before)
+    assert not mine, f"the test wrote into the real ~/.local/state/workspace or ~/.claude: {mine}"
+
+
+def _removable_work_dirs(tmp_path: Path) -> None:
+    """overlayfs leaves its work dirs mode 0000: an ordinary user's pytest could not remove
+    old tmp dirs holding them."""
+    for state in ("state", "account/state"):
+        for work in tmp_path.glob(f"{state}/workspace/sessions/*/sandbox/workdir/*/work"):
+            with contextlib.suppress(OSError):
+                work.chmod(0o700)
 
 
 def _stop_holders(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +23,20 @@ Entry = tuple[object, ...]
 
 @dataclass
 class Tree:
+    """A real tree and an upper dir built by hand.
+
+    The upper side is born at least one clock tick after the real side was last
+    written, as in life (a sandboxed call starts milliseconds after a real edit):
+    a real change in the same tick as an upper entry's birth is a conflict
+    (see manager.commit.btime.may_follow), so ``u()`` waits for the next file
+    timestamp when the building moves from the real side to the upper side.
+    """
+
     root: Path
     upper: Path
     real: Path
     session: Path
+    _last_side: str = "upper"
 
     @classmethod
     def make(cls, root: Path) -> Tree:
@@ -39,10 +50,34 @@ class Tree:
         return [Layer(self.upper, self.real)]
 
     def u(self, rel: str) -> Path:
+        if self._last_side == "real":
+            next_stamp(self.root)
+            self._last_side = "upper"
         return self.upper / rel
 
     def r(self, rel: str) -> Path:
+        self._last_side = "real"
         return self.real / rel
+
+
+def next_stamp(where: Path) -> None:
+    """Return once a file made now gets a later timestamp than one made before the call.
+
+    Timestamps come from a coarse clock whose ticks a loaded machine may deliver
+    late, so this watches real files' stamps rather than sleeping a fixed time.
+    """
+    probe = where / ".tick-probe"
+    probe.write_bytes(b"")
+    before = os.stat(probe).st_ctime_ns
+    try:
+        while True:
+            time.sleep(0.001)
+            probe.unlink()
+            probe.write_bytes(b"")
+            if os.stat(probe).st_ctime_ns > before:
+                return
+    finally:
+        probe.unlink()
 
 
 def write(path: Path, data: str | bytes = "", mode: int | None = None) -> Path:

@@ -7,6 +7,7 @@ import pytest
 
 from manager import config
 from manager.errors import ConfigError
+from manager.errors import StateError
 
 
 def write(path: Path, text: str) -> Path:
@@ -17,7 +18,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_defaults_then_user_then_project_then_env_then_flags(tmp_path, project, monkeypatch):
     user = write(tmp_path / "config/workspace/config.yaml", "engine: try\ngc:\n  max_age_days: 3\n")
-    write(project / ".workspace.yaml", "engine: overlay\n")
+    config.set_trust(write(project / ".workspace.yaml", "engine: overlay\n"), True)
     cfg = config.load(project)
     assert (cfg["engine"], cfg.sources["engine"]) == ("overlay", str(project / ".workspace.yaml"))
     assert (cfg["gc.max_age_days"], cfg.sources["gc.max_age_days"]) == (3, str(user))
@@ -78,12 +79,46 @@ def test_bad_env_value_names_the_variable(project, monkeypatch):
 
 def test_config_command_shows_sources(ws, project):
     write(project / ".workspace.yaml", "engine: overlay\n")
-    out = ws("config", "--json", check=True).stdout
-    data = json.loads(out)
+    data = json.loads(ws("config", "--json", check=True).stdout)
+    assert data["engine"]["source"] == "default" and "not trusted" in data["engine"]["ignored"]
+    assert "engine: overlay" in ws("config", "trust", check=True).stdout
+    data = json.loads(ws("config", "--json", check=True).stdout)
     assert data["engine"] == {"value": "overlay", "source": str(project / ".workspace.yaml")}
+
+
+def test_project_file_sets_sandbox_weakening_settings_only_when_trusted(project):
+    path = write(project / ".workspace.yaml",
+                 "passthrough: [bash, git]\nplugin:\n  allow_model_bypass: true\n"
+                 "container:\n  network: true\n  memory: 2g\nexclude: ['*.log']\n")
+    cfg = config.load(project)
+    assert cfg["passthrough"] == ["gh", "sudo", "docker", "podman"]
+    assert cfg["plugin.allow_model_bypass"] is False and cfg["container.network"] is False
+    assert set(cfg.ignored) == {"passthrough", "plugin.allow_model_bypass", "container.network"}
+    assert cfg["container.memory"] == "2g" and cfg["exclude"] == ["*.log"]   # harmless ones apply
+    config.set_trust(path, True)
+    assert config.load(project)["passthrough"] == ["bash", "git"]
+    path.write_text(path.read_text() + "# changed\n")             # changed: asked again
+    assert config.load(project)["passthrough"] == ["gh", "sudo", "docker", "podman"]
+    config.set_trust(path, True)
+    config.set_trust(path, False)
+    assert config.load(project)["plugin.allow_model_bypass"] is False
 
 
 def test_cli_reports_config_error_with_exit_1(ws, project):
     write(project / ".workspace.yaml", "bogus: 1\n")
     proc = ws("status")
     assert proc.returncode == 1 and "unknown setting 'bogus'" in proc.stderr
+
+
+def test_trust_record_from_a_newer_release_trusts_nothing_and_is_not_overwritten(project):
+    path = write(project / ".workspace.yaml", "engine: overlay\n")
+    config.set_trust(path, True)
+    record = config.trust_path()
+    data = json.loads(record.read_text())
+    assert data["format"] == 1 and list(data["files"].values()) == [config.file_hash(path)]
+    record.write_text(json.dumps(dict(data, format=99, written_by="9.1.0")))
+    before = record.read_bytes()
+    assert "engine" in config.load(project).ignored          # fail safe: not trusted
+    with pytest.raises(StateError, match="format 99"):
+        config.set_trust(path, True)
+    assert record.read_bytes() == before

@@ -28,7 +28,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ui": {"errors"},
     "changes": {"errors"},
     "commit": {"changes", "errors", "fsutil", "versioning"},
-    "config": {"errors", "session.paths", "engines.registry"},
+    "config": {"errors", "fsutil", "versioning", "session.paths", "engines.registry"},
     "session": {"changes", "config", "engines", "errors", "fsutil", "versioning"},
     "engines": {"changes", "commit", "config", "errors", "fsutil", "session"},
     "guardrails": {"changes", "config", "engines", "errors", "fsutil", "session", "versioning"},

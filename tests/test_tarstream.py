@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import stat
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -13,25 +15,11 @@ import pytest
 from manager.changes import tarstream
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
+from tests.tarstream_cases import HOSTILE
+from tests.tarstream_cases import info
+from tests.tarstream_cases import stream
 
-
-def _stream(*members: tuple[tarfile.TarInfo, bytes]) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            info.size = len(data) if info.isreg() else 0
-            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
-    buf.seek(0)
-    return buf
-
-
-def _info(name: str, kind: bytes = tarfile.REGTYPE, **kw: object) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
-    for key, value in kw.items():
-        setattr(info, key, value)
-    return info
+CASES = Path(__file__).with_name("tarstream_cases.py")
 
 
 def test_round_trip_keeps_whiteouts_opaque_dirs_and_modes(tmp_path: Path):
@@ -56,21 +44,41 @@ def test_round_trip_keeps_whiteouts_opaque_dirs_and_modes(tmp_path: Path):
 
 
 def test_side_files_and_root_prefix(tmp_path: Path):
-    buf = _stream((_info("births"), b"1 ./x\0"), (_info("upper", tarfile.DIRTYPE), b""),
-                  (_info("upper/x"), b"x"))
+    buf = stream((info("births"), b"1 ./x\0"), (info("upper", tarfile.DIRTYPE), b""),
+                  (info("upper/x"), b"x"))
     side = tarstream.unpack(buf, tmp_path / "d", root="upper")
     assert side == {"births": b"1 ./x\0"}
     assert (tmp_path / "d/x").read_text() == "x"
 
 
-@pytest.mark.parametrize("members", [
-    [(_info("/etc/evil"), b"x")],
-    [(_info("../evil"), b"x")],
-    [(_info("a", tarfile.SYMTYPE, linkname="/tmp"), b""), (_info("a/evil"), b"x")],
-    [(_info("a"), b"x"), (_info("a"), b"y")],
-    [(_info("h", tarfile.LNKTYPE, linkname="/etc/passwd"), b"")],
-], ids=["absolute", "dotdot", "through-symlink", "twice", "hardlink-out"])
+@pytest.mark.parametrize("members", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_streams_are_refused(tmp_path: Path, members):
     with pytest.raises(tarstream.UnsafeEntry):
-        tarstream.unpack(_stream(*members), tmp_path / "d")
+        tarstream.unpack(stream(*members), tmp_path / "d")
     assert not Path("/tmp/evil").exists()
+
+
+def _interpreters() -> list[str]:
+    """This one, and Debian's own where there is one (3.11.2 on Debian 12: no extractall filter)."""
+    found = [sys.executable]
+    debian = Path("/usr/bin/python3")
+    if debian.exists() and not Path(sys.executable).samefile(debian):
+        found.append(str(debian))
+    return found
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_every_python_the_package_accepts(tmp_path: Path, python: str):
+    """Streams unpack, marks survive and hostile streams are refused with and without filter=."""
+    version = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if version != "True":
+        pytest.skip(f"{python} is older than the package's requires-python")
+    proc = subprocess.run([python, "-I", str(CASES), str(tmp_path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ok {1 + len(HOSTILE)}\n"
+
+
+def test_the_stdlib_filter_is_detected():
+    assert (sys.version_info >= (3, 11, 4)) == tarstream.HAS_FILTER

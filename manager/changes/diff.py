@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
 
@@ -55,12 +56,37 @@ def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
     old = _side(change.path, a_label, max_bytes) if change.old_type else Side("/dev/null")
     new = Side("/dev/null") if change.kind is Kind.DELETED else _side(change.upper, b_label,
                                                                        max_bytes)
-    head = [f"diff --git {a_label} {b_label}"]
+    head = [f"diff --git {a_label} {b_label}", *_meta_lines(change)]
     if change.kind is not Kind.REPLACED:
         return head + _body(old, new, max_lines)
     # A type change reads best as git shows it: the old entry deleted, the new one added.
     absent = Side("/dev/null")
     return head + _body(old, absent, max_lines) + head + _body(absent, new, max_lines)
+
+
+def _meta_lines(change: Change) -> list[str]:
+    """What the bytes do not show: powers the entry grants, extended attributes."""
+    lines = [f"special: {why} (commit needs --allow-special)" for why in change.special]
+    if change.kind is Kind.DELETED:
+        return lines
+    try:
+        old = meta.content_xattrs(str(change.path)) if change.old_type else {}
+        new = meta.content_xattrs(str(change.upper))
+    except OSError as exc:
+        return [*lines, f"extended attributes unreadable: {exc.strerror}"]
+    for name in sorted(old.keys() | new.keys()):
+        if name not in new:
+            lines.append(f"xattr removed: {name}")
+        elif name not in old:
+            lines.append(f"xattr added: {name}={_shown(new[name])}")
+        elif old[name] != new[name]:
+            lines.append(f"xattr changed: {name}: {_shown(old[name])} -> {_shown(new[name])}")
+    return lines
+
+
+def _shown(value: bytes) -> str:
+    text = repr(value)[2:-1]
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def labels(change: Change, project: Path) -> tuple[str, str]:
@@ -92,6 +118,10 @@ def _body(old: Side, new: Side, max_lines: int) -> list[str]:
     lines = _mode_lines(old, new)
     if old.is_dir or new.is_dir:
         return lines + _dir_summary(old, new)
+    specials = [f"{side.label}: {meta.type_name(side.mode)}" for side in (old, new)
+                if side.mode is not None and meta.type_name(side.mode)]
+    if specials:
+        return lines + [f"Special file ({'; '.join(specials)})"]
     if old.mode is not None and new.mode is not None and old.data == new.data and \
             old.data is not None:
         return lines

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from manager.changes import meta
+
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 WHITEOUT_XATTRS = ("trusted.overlay.whiteout", "user.overlay.whiteout")
 
@@ -27,6 +29,7 @@ class Kind(StrEnum):
     ADDED = "added"          # no real entry; the upper entry is new
     MODIFIED = "modified"    # same type, different content (or link target)
     MODE = "mode"            # same type and content, different permissions
+    XATTRS = "xattrs"        # same type, content and permissions; other extended attributes
     DELETED = "deleted"      # whiteout over a real entry
     REPLACED = "replaced"    # type changed, or an opaque directory over a real one
 
@@ -60,6 +63,8 @@ class Change:
     opaque: bool = False        # a directory whose real contents are all replaced
     # Read with ``summarize``: a new directory's file count, its contents not listed.
     below: int | None = None
+    # Why the new entry needs an explicit decision to become real (see meta.special).
+    special: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -69,6 +74,7 @@ class Change:
             "old_type": self.old_type.value if self.old_type else None,
             "in_project": self.in_project,
             "opaque": self.opaque,
+            "special": list(self.special),
         }
 
 
@@ -184,6 +190,8 @@ def _entry(layer: Layer, upper: Path, real: Path, project: Path,
     if new_type is EntryType.DIR:
         opaque = is_opaque(upper)
         kind = _dir_kind(ust, rst, opaque)
+        if kind is None and rst is not None and _xattrs_differ(upper, real):
+            kind = Kind.XATTRS
         hidden = rst is None or opaque or old_type is not EntryType.DIR
         below = count_files(upper) if summarize is not None and hidden else None
         if below is not None and below > (summarize or 0) and kind is not None:
@@ -196,8 +204,18 @@ def _entry(layer: Layer, upper: Path, real: Path, project: Path,
         return
 
     kind = _leaf_kind(upper, ust, real, rst)
+    if kind is None and rst is not None and _xattrs_differ(upper, real):
+        kind = Kind.XATTRS
     if kind is not None:
-        yield Change(real, kind, upper, new_type, old_type, in_project)
+        yield Change(real, kind, upper, new_type, old_type, in_project,
+                     special=meta.special(str(upper), ust))
+
+
+def _xattrs_differ(upper: Path, real: Path) -> bool:
+    try:
+        return meta.content_xattrs(str(upper)) != meta.content_xattrs(str(real))
+    except OSError:
+        return False  # unreadable attributes (a permission): content decides
 
 
 def _dir_kind(ust: os.stat_result, rst: os.stat_result | None, opaque: bool) -> Kind | None:

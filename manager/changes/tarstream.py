@@ -24,6 +24,8 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager.changes.meta import OVERLAY_XATTR_PREFIXES
+from manager.changes.meta import content_xattrs
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
@@ -56,6 +58,30 @@ class _UpperTar(tarfile.TarFile):
                 tarinfo.pax_headers.get(XATTR_PREFIX + USER_OPAQUE) == "y":
             set_opaque(os.fsdecode(targetpath))
 
+    def utime(self, tarinfo: tarfile.TarInfo, targetpath: StrOrBytesPath) -> None:
+        # Last of the metadata steps (chown and chmod would clear file capabilities).
+        super().utime(tarinfo, targetpath)
+        set_content_xattrs(tarinfo, os.fsdecode(targetpath))
+
+
+def set_content_xattrs(tarinfo: tarfile.TarInfo, path: str) -> None:
+    """The entry's own xattrs (``user.*``, ``security.capability``): review shows them.
+
+    A capability the host user may not set (not root) stays behind in the
+    engine's volume: it never reaches the real files, so nothing is lost that
+    review would have to show.
+    """
+    for key, value in tarinfo.pax_headers.items():
+        name = key[len(XATTR_PREFIX):]
+        if not key.startswith(XATTR_PREFIX) or name.startswith(OVERLAY_XATTR_PREFIXES):
+            continue
+        try:
+            os.setxattr(path, name, value.encode("utf-8", "surrogateescape"),
+                        follow_symlinks=False)
+        except PermissionError:
+            if not name.startswith("security."):
+                raise
+
 
 def make_whiteout(path: str) -> None:
     """A char 0/0 device; without the privilege, the xattr form overlayfs also reads."""
@@ -68,11 +94,19 @@ def make_whiteout(path: str) -> None:
 
 
 def set_opaque(path: str) -> None:
-    name = TRUSTED_OPAQUE if os.geteuid() == 0 else USER_OPAQUE
-    os.setxattr(path, name, b"y", follow_symlinks=False)
+    """trusted.* as root; root without CAP_SYS_ADMIN (in a container) gets the user.* form too."""
+    if os.geteuid() == 0:
+        try:
+            os.setxattr(path, TRUSTED_OPAQUE, b"y", follow_symlinks=False)
+            return
+        except PermissionError:
+            pass
+    os.setxattr(path, USER_OPAQUE, b"y", follow_symlinks=False)
 
 
 SIDE_LIMIT = 64 << 20   # bytes a side file (e.g. birth times) may hold
+# extractall(filter=) came with 3.11.4 (and 3.8.17, 3.9.17, 3.10.12); so did tarfile.data_filter.
+HAS_FILTER = hasattr(tarfile, "data_filter")
 
 
 def unpack(stream: IO[bytes], dest: Path, root: str = ".") -> dict[str, bytes]:
@@ -84,14 +118,18 @@ def unpack(stream: IO[bytes], dest: Path, root: str = ".") -> dict[str, bytes]:
     dest.mkdir(parents=True, exist_ok=True)
     side: dict[str, bytes] = {}
     with _UpperTar.open(fileobj=stream, mode="r|") as tar:
-        def keep(member: tarfile.TarInfo, _path: str) -> tarfile.TarInfo | None:
+        def keep(member: tarfile.TarInfo, _path: str = "") -> tarfile.TarInfo | None:
             name = _safe_name(member.name)
             inside, rel = _below(name, root)
             if not inside:
                 _side_file(tar, member, name, side)
                 return None
             return _checked(member, rel, root, dest)
-        tar.extractall(dest, filter=keep)
+        if HAS_FILTER:
+            tar.extractall(dest, filter=keep)
+        else:   # Python < 3.11.4 (Debian 12's 3.11.2): the same check, member by member
+            checked = (m for m in map(keep, tar) if m is not None)
+            tar.extractall(dest, members=checked)
     return side
 
 
@@ -174,9 +212,12 @@ def _info(tar: tarfile.TarFile, path: Path, arcname: str) -> tarfile.TarInfo:
     if is_whiteout(path, st):
         info.type, info.size, info.devmajor, info.devminor = tarfile.CHRTYPE, 0, 0, 0
         info.mode = 0
-    elif stat.S_ISDIR(st.st_mode) and is_opaque(path):
-        headers: dict[str, Any] = dict(info.pax_headers)
+        return info
+    headers: dict[str, Any] = dict(info.pax_headers)
+    for name, value in content_xattrs(str(path)).items():
+        headers[XATTR_PREFIX + name] = value.decode("utf-8", "surrogateescape")
+    if stat.S_ISDIR(st.st_mode) and is_opaque(path):
         headers[XATTR_PREFIX + TRUSTED_OPAQUE] = "y"
-        info.pax_headers = headers
+    info.pax_headers = headers
     return info
 

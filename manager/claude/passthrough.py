@@ -1,12 +1,13 @@
 """Which Bash commands run outside the sandbox.
 
-A command passes through only when every simple command in it does: its first
+The ``passthrough`` setting names the commands that may; a command passes through
+only when every simple command in it does: its first
 word is on the ``passthrough`` list (a bare name, never a path that could be
 any program), no ``VAR=value`` prefix, no file redirection or heredoc, no
 ``$(...)``/backticks/process substitution, no subshell or compound syntax,
 and none of the arguments that make a read-only command write or run others
 (``find -delete``, ``find -exec``, ``rg --pre``, ``env CMD``...), and only in the
-forms :mod:`manager.claude.policies` allows for it (read-only git...). When in
+exact forms :mod:`manager.claude.policies` allows for it (git: none). When in
 doubt: sandbox. The plugin's own launcher is never wrapped, but the model may
 only run its read-only subcommands.
 """
@@ -19,7 +20,7 @@ from manager.claude import policies
 from manager.claude import shell
 from manager.claude.permissions import UNSAFE_ARGS
 
-DEFAULT = ("git", "gh", "sudo", "docker", "podman")
+DEFAULT = ("gh", "sudo", "docker", "podman")
 # Read-only commands the design once passed through. Outside the sandbox they
 # would show the real files, not the overlay's (a stale view after a sandboxed
 # write), so they are sandboxed unless the user lists them in `passthrough`.
@@ -60,6 +61,13 @@ def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
     if not _plain(script):
         return False
     return all(_part_passes(part, allowed) for part in script.parts)
+
+
+def runs_git(script: shell.Script) -> bool:
+    """A part of the command line runs git: it runs in the sandbox without optional
+    locks (GIT_OPTIONAL_LOCKS=0), so a read-only `git status` or `git diff` does not
+    copy .git/index into the sandbox by refreshing it; writes take their locks anyway."""
+    return any(p.argv[:1] == ["git"] for p in script.parts)
 
 
 def _plain(script: shell.Script) -> bool:

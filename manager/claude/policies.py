@@ -1,139 +1,173 @@
-"""What a passthrough command may do outside the sandbox, per command.
+"""What a passthrough command may do outside the sandbox: an allowlist of exact forms.
 
-Being on the ``passthrough`` list lets a command reach the real system, so
-each known command passes only in forms that cannot write local files or run
-other programs; everything else is sandboxed, where it still works (the
-sandbox sees the real files plus its own changes), so a strict rule costs a
-few milliseconds, never a broken command.
+Being on the ``passthrough`` list lets a command reach the real system, so each
+known command passes only in the forms listed here, with only the options
+listed here; anything else (an unknown option, an abbreviation, a bundle of
+short options not all known, a global option) is sandboxed, where it still
+works (the sandbox sees the real files plus its own changes), so a strict rule
+costs a few milliseconds, never a broken command.
 
-- ``git``: read-only inspection only, no global options but a few harmless
-  ones. ``-c``/``-C``/``--git-dir``/``--exec-path`` could point git at
-  configuration that runs commands (``alias.x=!cmd``, ``core.fsmonitor``,
-  ``core.pager``), and a sandbox's files land on the real disk in its upper
-  directory, so a repository the model wrote could be made to run them.
-- ``gh``: the GitHub API; not aliases, extensions, configuration, nor the
-  subcommands that clone, check out or download into the real filesystem.
-- ``docker``/``podman``: daemon operations; not the ones whose client reads or
-  writes local files (build context, compose files, ``cp``, ``save -o``...).
+- ``git`` never passes: read-only git runs in the sandbox, so it shows the
+  sandbox's changes, and whatever the repository's configuration names
+  (``core.fsmonitor``, pagers, textconv, aliases...) can only run programs
+  there. git also accepts any unambiguous prefix of a long option, which makes
+  an allowlist of its options fragile.
+- ``gh``: ``gh NOUN VERB`` for the listed read-only pairs (and ``api``), with
+  options from :data:`GH_OPTIONS`. Not ``--web`` (runs a browser), aliases,
+  extensions, or anything that clones, checks out or downloads.
+- ``docker``/``podman``: operations of the daemon (or podman's own storage),
+  with options from :data:`CTR_OPTIONS`; no global options, no volume or
+  mount options, nothing whose client reads or writes local files.
 - ``sudo``: only in front of a command that passes through by itself.
-- Any other listed command (``ls``, ``cat``...) as before: any arguments but
-  the ones that make it write or run something.
+
+gh, docker and podman parse options with pflag, which takes no abbreviations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-GIT_GLOBAL_OK = frozenset(("--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs",
-                           "--no-replace-objects", "--glob-pathspecs", "--noglob-pathspecs",
-                           "--icase-pathspecs"))
-GIT_READ_ONLY = frozenset((
-    "status", "log", "show", "diff", "shortlog", "blame", "annotate", "rev-parse", "rev-list",
-    "ls-files", "ls-tree", "cat-file", "describe", "name-rev", "merge-base", "for-each-ref",
-    "show-ref", "count-objects", "whatchanged", "check-ignore", "check-attr", "grep", "version",
-    "show-branch", "cherry", "range-diff", "diff-tree", "diff-files", "diff-index", "ls-remote",
-))
-# Options that write a file or run a program: on any git subcommand, and per subcommand.
-GIT_BAD_OPTIONS = ("--output", "--open-files-in-pager", "--upload-pack", "--ext-diff",
-                   "--paginate", "--exec")
-GIT_BAD_SHORT = {"grep": ("-O",), "ls-remote": ("-u",)}
-BARE_LISTINGS = frozenset(("branch", "tag", "remote", "reflog"))
-GIT_LISTINGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    # subcommand: (listing positionals allowed as the first word, options that modify)
-    "branch": (frozenset(), frozenset(("-d", "-D", "--delete", "-m", "-M", "--move", "-c",
-                                       "-C", "--copy", "-f", "--force", "-u",
-                                       "--set-upstream-to", "--unset-upstream",
-                                       "--edit-description", "-t", "--track"))),
-    "tag": (frozenset(), frozenset(("-d", "--delete", "-a", "--annotate", "-s", "--sign",
-                                    "-f", "--force", "-m", "--message", "-F", "--file", "-u",
-                                    "--local-user", "-e", "--edit"))),
-    "remote": (frozenset(("show", "get-url")), frozenset()),
-    "stash": (frozenset(("list", "show")), frozenset()),
-    "worktree": (frozenset(("list",)), frozenset()),
-    "reflog": (frozenset(("show",)), frozenset()),
-    "config": (frozenset(("get", "list")), frozenset(("--add", "--unset", "--unset-all",
-                                                      "--replace-all", "--edit", "-e",
-                                                      "--rename-section", "--remove-section"))),
+GH_FORMS: dict[str, frozenset[str]] = {
+    "pr": frozenset(("list", "view", "status", "diff", "checks")),
+    "issue": frozenset(("list", "view", "status")),
+    "run": frozenset(("list", "view")),
+    "workflow": frozenset(("list", "view")),
+    "release": frozenset(("list", "view")),
+    "repo": frozenset(("list", "view")),
+    "label": frozenset(("list",)),
+    "gist": frozenset(("list", "view")),
+    "cache": frozenset(("list",)),
+    "search": frozenset(("code", "commits", "issues", "prs", "repos")),
+    "auth": frozenset(("status",)),
 }
-GIT_CONFIG_READS = ("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l")
-
-GH_COMMANDS = frozenset((
-    "pr", "issue", "repo", "api", "run", "workflow", "release", "auth", "search", "browse",
-    "status", "label", "gist", "cache", "ruleset", "project", "secret", "variable", "org",
-    "gpg-key", "ssh-key", "--version", "version", "--help", "help",
+GH_ALONE = frozenset(("api", "status", "--version", "version"))
+GH_OPTIONS = frozenset((
+    "--json", "--jq", "--template", "--limit", "--state", "--author", "--assignee", "--label",
+    "--search", "--base", "--head", "--repo", "--comments", "--branch", "--workflow",
+    "--status", "--user", "--event", "--commit", "--created", "--log", "--log-failed",
+    "--attempt", "--exit-status", "--verbose", "--job", "--name-only", "--patch", "--color",
+    "--required", "--hostname", "--method", "--field", "--raw-field", "--header", "--paginate",
+    "--slurp", "--include", "--silent", "--preview", "--draft", "--app", "--mention",
+    "--milestone", "--archived", "--fork", "--source", "--visibility", "--language", "--topic",
+    "--owner", "--sort", "--order", "--match", "--key", "--ref", "--all", "--exclude-drafts",
+    "--exclude-pre-releases", "--files", "--raw", "--filename", "--public", "--secret",
+    "--active", "--active-only",
 ))
-GH_WRITES_LOCALLY = frozenset(("checkout", "clone", "download", "fork", "sync", "set-default",
-                               "setup-git", "develop"))
+GH_SHORT = frozenset("qtLsAalSBHRbuecvjiXFfp")     # never -w: --web on view commands
 
-DOCKER_LOCAL_FILES = frozenset(("build", "buildx", "builder", "compose", "cp", "save", "load",
-                                "import", "export", "context", "plugin", "trust", "manifest",
-                                "play", "kube", "generate", "machine", "scp", "farm"))
-DOCKER_BAD_OPTIONS = ("-o", "--output", "--env-file", "--cidfile", "--label-file",
-                      "--iidfile", "--conmon-pidfile", "--pidfile")
+CTR_READ = frozenset(("ps", "images", "logs", "inspect", "version", "info", "stats", "top",
+                      "port", "history", "diff", "events", "search", "healthcheck"))
+CTR_DAEMON = frozenset(("start", "stop", "restart", "kill", "rm", "rmi", "pull", "pause",
+                        "unpause", "wait", "rename", "tag", "push"))
+CTR_RUNS = frozenset(("run", "exec", "create"))   # options end at the image / container
+CTR_GROUPS: dict[str, frozenset[str]] = {
+    "container": frozenset(("ls", "list", "ps", "inspect", "logs", "top", "port", "stats",
+                            "diff", "exists", "start", "stop", "restart", "kill", "rm",
+                            "pause", "unpause", "wait", "rename", "prune", "run", "exec",
+                            "create")),
+    "image": frozenset(("ls", "list", "inspect", "history", "exists", "tree", "rm", "pull",
+                        "prune", "tag", "push")),
+    "network": frozenset(("ls", "list", "inspect", "exists", "create", "rm", "prune",
+                          "connect", "disconnect")),
+    "volume": frozenset(("ls", "list", "inspect", "exists", "create", "rm", "prune")),
+    "system": frozenset(("df", "info", "events")),
+    "pod": frozenset(("ps", "ls", "list", "inspect", "logs", "top", "stats", "exists", "start",
+                      "stop", "restart", "kill", "rm", "pause", "unpause", "create")),
+}
+CTR_FLAGS = frozenset((
+    "--rm", "--detach", "--interactive", "--tty", "--publish-all", "--init", "--read-only",
+    "--quiet", "--replace", "--all", "--no-trunc", "--latest", "--size", "--digests",
+    "--no-stream", "--follow", "--timestamps", "--details", "--force", "--attach",
+    "--last", "--help", "--external", "--tree",
+))
+CTR_VALUES = frozenset((
+    "--name", "--env", "--publish", "--workdir", "--entrypoint", "--user", "--hostname",
+    "--label", "--restart", "--platform", "--pull", "--memory", "--cpus", "--network", "--net",
+    "--add-host", "--dns", "--expose", "--stop-signal", "--stop-timeout", "--tmpfs", "--pod",
+    "--health-cmd", "--detach-keys", "--shm-size", "--filter", "--format", "--tail", "--since",
+    "--until", "--time", "--signal", "--type", "--driver", "--subnet", "--gateway", "--alias",
+    "--limit", "--condition", "--timeout",
+))
+CTR_SHORT_FLAGS = frozenset("ditPqaflsn")          # bundles of these: -it, -dit, -aq
+CTR_SHORT_VALUES = frozenset("epwuhlmfnts")        # -e VAL (never attached: -eVAL)
 
 SUDO_OK_OPTIONS = frozenset(("-n", "--non-interactive"))
 
 
-def _split(args: list[str], global_ok: frozenset[str]) -> tuple[list[str], list[str]] | None:
-    """(global options, the rest) when every option before the subcommand is harmless."""
-    for i, arg in enumerate(args):
-        if not arg.startswith("-"):
-            return args[:i], args[i:]
-        if arg not in global_ok:
-            return None
-    return args, []
+def _short_ok(arg: str, letters: frozenset[str]) -> bool:
+    return len(arg) > 1 and arg[0] == "-" and arg[1] != "-" and all(c in letters for c in arg[1:])
 
 
-def _has_option(args: list[str], options: tuple[str, ...] | frozenset[str]) -> bool:
+def _options_ok(args: list[str], long: frozenset[str], short: frozenset[str]) -> bool:
+    """Every option among ``args`` is a listed one (``--opt``, ``--opt=v``, short bundles)."""
     for arg in args:
-        name = arg.split("=", 1)[0]
-        if name in options:
+        if arg == "--":
             return True
-        # bundled short options: `-fd` has -f and -d
-        if len(name) > 2 and name[0] == "-" and name[1] != "-" and \
-                any(f"-{c}" in options for c in name[1:]):
-            return True
-    return False
+        if not arg.startswith("-") or arg == "-":
+            continue
+        if arg.startswith("--"):
+            if arg.split("=", 1)[0] not in long:
+                return False
+        elif not _short_ok(arg, short):
+            return False
+    return True
 
 
 def git(args: list[str]) -> bool:
-    split = _split(args, GIT_GLOBAL_OK)
-    if split is None or not split[1]:
-        return False
-    sub, rest = split[1][0], split[1][1:]
-    if _has_option(rest, GIT_BAD_OPTIONS + GIT_BAD_SHORT.get(sub, ())):
-        return False
-    if sub in GIT_READ_ONLY:
-        return True
-    if sub not in GIT_LISTINGS:
-        return False                  # writes, or an alias that may run anything
-    listings, modifying = GIT_LISTINGS[sub]
-    if _has_option(rest, modifying):
-        return False
-    if sub == "config" and _has_option(rest, GIT_CONFIG_READS):
-        return True
-    positional = [a for a in rest if not a.startswith("-")]
-    if not positional:
-        return sub in BARE_LISTINGS   # `git stash` alone pushes; `git remote` lists
-    if sub in ("branch", "tag"):      # a name creates one, unless listing
-        return _has_option(rest, ("-l", "--list"))
-    return positional[0] in listings
+    return False
 
 
 def gh(args: list[str]) -> bool:
-    if not args or args[0] not in GH_COMMANDS:
-        return False                  # a global flag first, an alias, extension or config
-    words = [a for a in args if not a.startswith("-")]
-    return not any(w in GH_WRITES_LOCALLY for w in words[:2])
+    if not args:
+        return False
+    if args[0] in GH_ALONE:
+        rest = args[1:]
+    elif args[0] in GH_FORMS and len(args) > 1 and args[1] in GH_FORMS[args[0]]:
+        rest = args[2:]
+    else:
+        return False                  # a global flag first, an alias, extension, config...
+    return _options_ok(rest, GH_OPTIONS, GH_SHORT)
 
 
 def docker(args: list[str]) -> bool:
-    words = [a for a in args if not a.startswith("-")]
-    if not words or args[0].startswith("-"):
-        return False                  # -H/--context/--config point it elsewhere
-    if any(w in DOCKER_LOCAL_FILES for w in words[:2]):
+    if not args or args[0].startswith("-"):
+        return False                  # -H/--context/--root/--url point it elsewhere
+    sub, rest = args[0], args[1:]
+    if sub in CTR_GROUPS:
+        if not rest or rest[0] not in CTR_GROUPS[sub]:
+            return False
+        sub, rest = rest[0], rest[1:]
+    elif sub not in CTR_READ | CTR_DAEMON | CTR_RUNS:
         return False
-    return not _has_option(args, DOCKER_BAD_OPTIONS)
+    if sub in CTR_RUNS:
+        return _run_options_ok(rest)
+    return _options_ok(rest, CTR_FLAGS | CTR_VALUES, CTR_SHORT_FLAGS | CTR_SHORT_VALUES)
+
+
+def _run_options_ok(args: list[str]) -> bool:
+    """``run``/``exec``/``create``: options until the first operand (image or container),
+    whose own arguments are the container's business."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-") or arg == "-":
+            return True
+        if arg == "--":
+            return True
+        name = arg.split("=", 1)[0]
+        if arg.startswith("--"):
+            if name in CTR_VALUES:
+                i += 1 if "=" in arg else 2
+                continue
+            if name not in CTR_FLAGS:
+                return False
+        elif len(arg) == 2 and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS:
+            i += 2
+            continue
+        elif not _short_ok(arg, frozenset("ditP")):
+            return False
+        i += 1
+    return False                      # no image or container: let it fail in the sandbox
 
 
 def sudo(args: list[str], inner: Callable[[list[str]], bool]) -> bool:

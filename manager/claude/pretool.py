@@ -44,10 +44,34 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 
         if tool not in edits.TOOLS:
             return {}
+        guarded = _guarded(str(tool), tool_input, payload)
+        if guarded is not None:
+            return guarded
         session_id, hot = _session(claude_id, payload)
         return edits.judge(str(tool), tool_input, hot, payload)
     session_id, hot = _session(claude_id, payload)
     return bash(payload, tool_input, session_id, hot)
+
+
+def _guarded(tool: str, tool_input: dict[str, Any],
+             payload: dict[str, Any]) -> dict[str, Any] | None:
+    """A refusal when a writing tool targets a file that controls the sandbox."""
+    from manager.claude import edits
+    from manager.claude import guarded
+
+    path = tool_input.get("file_path") or tool_input.get("notebook_path")
+    if tool == edits.READ or not isinstance(path, str) or not path:
+        return None
+    cwd = payload.get("cwd")
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    path = os.path.join(cwd if isinstance(cwd, str) and cwd.startswith("/") else project,
+                        os.path.expanduser(path))
+    root = guarded.protected(path, project)
+    if root is None:
+        return None
+    return protocol.deny(
+        f"workspace: {path} is part of what keeps Bash calls sandboxed ({root}); {tool} may "
+        "not change it. Ask the user to make this change themselves.")
 
 
 def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, Hot]:
@@ -89,7 +113,8 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
     verdict = permissions.judge(command, script, mode, permissions.load_rules(project))
     if verdict.decision == "deny":
         return protocol.deny(f"workspace: {verdict.reason}")
-    new = _rewritten(payload, tool_input, session_id, hot, call_id, command)
+    env = ("GIT_OPTIONAL_LOCKS=0",) if passthrough.runs_git(script) else ()
+    new = _rewritten(payload, tool_input, session_id, hot, call_id, command, env)
     state.record_call(session_id, call_id, new)
     reason = ask_reason(command, verdict.reason) if verdict.decision == "ask" else verdict.reason
     return protocol.pre_tool(verdict.decision, reason, dict(tool_input, command=new))
@@ -106,8 +131,9 @@ def ask_reason(command: str, why: str, where: str = "in the sandbox") -> str:
 def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
                session_id: str, config: HotConfig, project: str) -> dict[str, Any] | None:
     """The answer for a call that runs outside the sandbox, or None to sandbox it."""
-    if not command.strip():
-        return {}
+    if not command:
+        return {}      # nothing to run; anything else is sandboxed or denied, even a
+        # line of characters that str.strip() would remove but bash would not
     own = passthrough.own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT"))
     if own == "run":
         return {}
@@ -138,14 +164,14 @@ def _outside(command: str, script: shell.Script, project: str,
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
-               hot: Hot, call_id: str, command: str) -> str:
+               hot: Hot, call_id: str, command: str, env: tuple[str, ...]) -> str:
     hook_cwd = payload.get("cwd")
     if not isinstance(hook_cwd, str) or not hook_cwd.startswith("/"):
         hook_cwd = os.getcwd()
     cwd = rewrite.choose_cwd(hook_cwd, state.read_cwd(session_id))
     background = tool_input.get("run_in_background") is True
     return rewrite.build(_entry(session_id, hot), paths.session_root(session_id), call_id,
-                         command, cwd, background)
+                         command, cwd, background, os.path.realpath(paths.state_root()), env)
 
 
 def _entry(session_id: str, hot: Hot) -> rewrite.Entry:

@@ -4,13 +4,17 @@ Claude Code evaluates what we return in its own shell, as
 ``eval '<REWRITTEN>' && pwd -P >| <cwd file>``, and takes the shell's final
 directory as its working directory only when that exits 0. The rewrite is::
 
-    <engine entry> <sandbox cwd> <cwd out> '<original>'; . finish.sh $? <session dir> <cwd out>
+    [VAR=value] <engine entry> <sandbox cwd> <cwd out> '<original>'; \
+        . finish.sh $? <session dir> <cwd out> <state dir>
 
 The engine's lean entry (its argv, cached as a template in the session's hot
 state) runs the original in the sandbox and writes the sandbox's final working
 directory to ``<cwd out>``; ``finish.sh`` then moves the client's shell there
-when it exists on the real filesystem, records it for the next call, and
-returns the original exit status. ``run_in_background`` calls skip the cwd
+when it is the same directory on the real filesystem and not inside the state
+directory (where the sessions' upper directories are: the sandbox must not
+steer the client into files it wrote), records it for the next call, and
+returns the original exit status. ``VAR=value`` prefixes set variables for the
+sandboxed command only (``GIT_OPTIONAL_LOCKS=0`` for a git command). ``run_in_background`` calls skip the cwd
 part: the client never moves its cwd for them.
 """
 
@@ -73,7 +77,8 @@ def templated(entry: list[str], entry_bg: list[str]) -> Entry:
 
 
 def build(entry: Entry, session_dir: str, tool_use_id: str, command: str,
-          cwd: str, background: bool) -> str:
+          cwd: str, background: bool, state_dir: str = "/nonexistent",
+          env: tuple[str, ...] = ()) -> str:
     calls = os.path.join(session_dir, "calls")
     script_file = ""
     if inline_cost(command) > INLINE_LIMIT:
@@ -81,10 +86,11 @@ def build(entry: Entry, session_dir: str, tool_use_id: str, command: str,
         command = spill(script_file, command)
     if background:
         argv = entry(command, cwd, "")
-        return " ".join(quote(a) for a in argv)
+        return "".join(v + " " for v in env) + " ".join(quote(a) for a in argv)
     cwd_out = os.path.join(calls, f"{tool_use_id}.cwd")
     os.makedirs(calls, exist_ok=True)
     argv = entry(command, cwd, cwd_out)
-    finish = [FINISH, "$?", session_dir, cwd_out] + ([script_file] if script_file else [])
+    finish = [FINISH, "$?", session_dir, cwd_out, state_dir] + \
+        ([script_file] if script_file else [])
     tail = " ".join(a if a == "$?" else quote(a) for a in finish)
-    return " ".join(quote(a) for a in argv) + "; . " + tail
+    return "".join(v + " " for v in env) + " ".join(quote(a) for a in argv) + "; . " + tail

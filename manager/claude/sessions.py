@@ -140,7 +140,23 @@ def session_start(payload: dict[str, Any]) -> dict[str, Any]:
     session_id = _adopt(claude_id, source, payload)
     ensure(session_id, payload)
     _guardrails_start({**payload, "session_id": session_id})
-    return protocol.context("SessionStart", _start_context(session_id, source))
+    answer = protocol.context("SessionStart", _start_context(session_id, source))
+    note = untrusted_note(_project(payload))
+    return dict(answer, systemMessage=note) if note else answer
+
+
+def untrusted_note(project: str) -> str | None:
+    """Tell the user which of the project file's settings wait for their trust."""
+    from manager import config
+
+    try:
+        ignored = config.load(Path(project)).ignored
+    except Exception:  # noqa: BLE001 - the note is a courtesy; ensure() reports bad config
+        return None
+    if not ignored:
+        return None
+    return (f"workspace: {config.PROJECT_FILE} sets {', '.join(sorted(ignored))}, ignored until "
+            "you trust the file: read it, then run `workspace config trust` in the project")
 
 
 def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.commit import apply
+from manager.commit import btime
 from manager.commit import history as history_mod
 from manager.commit.exclude import compile_patterns
 from manager.commit.plan import make_plan
@@ -32,6 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     session_args(p)
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (and below)")
     p.add_argument("--force", action="store_true", help="overwrite conflicting real files")
+    p.add_argument("--allow-special", action="store_true",
+                   help="also commit device nodes, setuid/setgid files and files with "
+                        "capabilities (refused otherwise; `workspace status` marks them)")
     p.add_argument("-p", "--patch", action="store_true",
                    help="choose hunk by hunk, as git add -p; the rest stays pending")
     json_arg(p)
@@ -42,6 +46,8 @@ def commit(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
     paths = resolve_paths(args.paths)
+    # Less a second: file timestamps come from a coarse clock that lags time.time().
+    btime.set_floor(int((session.created - 1) * 1e9))
     if args.patch:
         from manager.commands.commit_patch import commit_patch
 
@@ -58,7 +64,8 @@ def commit(args: argparse.Namespace) -> int:
             exclude = [*exclude, *map(str, internals), *map(str, held), *map(str, history.kept)]
         result = apply.commit(session.dir, layers, session.project_path, paths,
                               force=args.force, exclude=exclude,
-                              progress=ui.progress("committing"))
+                              progress=ui.progress("committing"),
+                              allow_special=args.allow_special)
         applied = history_mod.apply(history) if history is not None else None
         applied_ok = applied is not None and not applied.problems
         dropped = [*internals, *history.kept] if history is not None else []
@@ -107,8 +114,8 @@ def _conflicts(layers: list[Layer], changes: list[Change], selected: list[Change
 
 def _report(result: apply.CommitResult, history: history_mod.History | None,
             applied: history_mod.HistoryResult | None) -> None:
-    for path in result.resumed:
-        ui.out(f"finished from an interrupted commit: {path}")
+    if result.resumed:
+        ui.out(f"finished an interrupted commit: {len(result.resumed)} path(s) in place")
     ui.out(f"committed {len(result.applied)} path(s)")
     git_dir = history.repo.git_dir if history is not None else None
     held = set(history.flagged) if history is not None else set()
@@ -123,8 +130,14 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
         ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))
     for issue in result.conflicts:
         ui.err(ui.paint(f"  conflict: {issue.path}: {issue.reason}", "red"))
+    for issue in result.refused:
+        ui.err(ui.paint(f"  refused: {issue.path}: {issue.reason}", "red"))
     for issue in result.errors:
         ui.err(ui.paint(f"  error: {issue.path}: {issue.reason}", "red"))
+    if result.refused:
+        ui.err("refused paths (device nodes, setuid/setgid, file capabilities) were left "
+               "pending: review them, then `workspace commit --allow-special PATH` to commit "
+               "them, or discard them")
     if result.conflicts:
         ui.err("conflicting paths were left pending: review them with `workspace diff PATH`, "
                "then `workspace commit --force PATH` to overwrite, or discard them")

@@ -1,4 +1,6 @@
-"""``workspace config``: the merged configuration and where each value came from."""
+"""``workspace config``: the merged configuration and where each value came from;
+``workspace config trust``: let the project's ``.workspace.yaml`` set the settings
+that weaken the sandbox (see :mod:`manager.config`)."""
 
 from __future__ import annotations
 
@@ -7,26 +9,61 @@ import json
 
 from manager import ui
 from manager.commands.common import json_arg
+from manager.config import PROJECT_FILE
 from manager.config import SCHEMA
-from manager.session import paths
+from manager.config import TRUST_REQUIRED
+from manager.config import env_name
 from manager.session.context import Context
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("config", help="show the merged configuration and its sources")
     p.add_argument("--project", metavar="DIR", help="project directory (default: from the cwd)")
+    p.add_argument("action", nargs="?", choices=("show", "trust", "untrust"), default="show",
+                   help="trust: let the project's .workspace.yaml, as it is now, set "
+                        f"{', '.join(sorted(TRUST_REQUIRED))}; untrust: stop that")
     json_arg(p)
-    p.set_defaults(func=show)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "show":
+        return show(args)
+    return trust(args, args.action == "trust")
 
 
 def show(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     if args.json:
-        ui.dump_json({key: {"value": ctx.config[key], "source": ctx.config.sources[key]}
-                      for key in SCHEMA})
+        data = {key: {"value": ctx.config[key], "source": ctx.config.sources[key]}
+                for key in SCHEMA}
+        for key, why in ctx.config.ignored.items():
+            data[key]["ignored"] = why
+        ui.dump_json(data)
         return 0
     for key, option in SCHEMA.items():
         value = json.dumps(ctx.config[key])
         source = ctx.config.sources[key]
-        ui.out(f"{key} = {value}  {ui.paint(f'# {source}; {option.help}; env {paths.env_name(key)}', 'dim')}")
+        ui.out(f"{key} = {value}  {ui.paint(f'# {source}; {option.help}; env {env_name(key)}', 'dim')}")
+    for key, why in ctx.config.ignored.items():
+        ui.out(f"{key}: the project's value is ignored: {why}")
+    return 0
+
+
+def trust(args: argparse.Namespace, trusted: bool) -> int:
+    from manager.config import set_trust
+
+    ctx = Context.load(args.project)
+    path = ctx.project / PROJECT_FILE
+    if trusted and not path.exists():
+        ui.out(f"{path} does not exist: nothing to trust")
+        return 1
+    if trusted:
+        ui.out(path.read_text(encoding="utf-8").rstrip("\n"))
+    digest = set_trust(path, trusted)
+    if digest:
+        ui.out(f"trusted {path} (sha256 {digest[:12]}…): it may now set "
+               f"{', '.join(sorted(TRUST_REQUIRED))}. Any change to it needs trusting again.")
+    else:
+        ui.out(f"{path} is no longer trusted")
     return 0

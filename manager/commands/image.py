@@ -13,20 +13,24 @@ from manager.errors import WorkspaceError
 from manager.session.context import Context
 
 ENGINES = ("docker", "podman")
-# images/ sits next to the package in a checkout; an installed wheel does not carry it.
-IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+# The image definition is package data: an installed copy builds the image as a checkout does.
+IMAGES_DIR = Path(__file__).resolve().parents[1] / "images"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("image", help="build or inspect the podman/docker sandbox image")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
-    build = verbs.add_parser("build", help="build the image locally (debootstrap; no registry)",
-                             description="Build workspace-sandbox:latest from images/ for "
-                                         "docker and/or podman. Needs root (debootstrap) the "
-                                         "first time; later runs reuse the cached rootfs.")
+    build = verbs.add_parser("build", help="build the image locally (mmdebstrap; no registry)",
+                             description="Build workspace-sandbox:latest for docker and/or "
+                                         "podman (rootless too) from a Debian rootfs made by "
+                                         "mmdebstrap, as an ordinary user in a user namespace "
+                                         "(needs uidmap and subordinate ids); later runs reuse "
+                                         "the cached rootfs.")
     build.add_argument("--engine", choices=(*ENGINES, "all"), default="all")
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
-    build.add_argument("--mirror", metavar="URL", help="Debian mirror for debootstrap")
+    build.add_argument("--mirror", metavar="URL", help="Debian mirror for the bootstrap")
+    build.add_argument("--rootfs", metavar="TAR", help="use this rootfs tarball (from "
+                                                       "`build.sh --print-rootfs`)")
     build.set_defaults(func=build_image)
     status = verbs.add_parser("status", help="is the sandbox image present in each engine")
     status.add_argument("--project", metavar="DIR", help="project directory")
@@ -37,11 +41,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def build_image(args: argparse.Namespace) -> int:
     script = IMAGES_DIR / "build.sh"
     if not script.is_file():
-        raise WorkspaceError(f"{script} not found: the image definition ships with the source",
-                             hint="run this from a checkout of workspace")
+        raise WorkspaceError(f"{script} not found: this copy of workspace is incomplete",
+                             hint="reinstall workspace")
     argv = ["bash", str(script), "--engine", args.engine]
     argv += ["--force"] if args.force else []
     argv += ["--mirror", args.mirror] if args.mirror else []
+    argv += ["--rootfs", args.rootfs] if args.rootfs else []
     rc = subprocess.call(argv)
     if rc != 0:
         raise WorkspaceError(f"image build failed (exit {rc}); its output is above")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from manager.commands.common import session_args
@@ -13,6 +14,8 @@ from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
 from manager.session import sandbox
 from manager.session.context import Context
+
+SANDBOX_FAILED = 125  # as the per-call entries: the command did not run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,9 +35,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     command = _command(args)
+    # A failure here means the command did not run: the sandbox's own, told apart from the
+    # command's statuses by 125 (the per-call entries say the same).
+    try:
+        return _run(args, command)
+    except WorkspaceError as exc:
+        print(f"workspace: error: {exc}", file=sys.stderr)
+    except OSError as exc:  # e.g. an unusable state directory
+        print(f"workspace: error: the sandbox could not be prepared: {exc}\n"
+              "hint: run `workspace doctor`", file=sys.stderr)
+    return SANDBOX_FAILED
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
     ctx = Context.load(args.project, {"engine": args.engine})
     session = ctx.open_or_create(args.session, new=args.new)
-    request = RunRequest(command=command, cwd=args.cwd or os.getcwd(), timeout=args.timeout,
+    request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
+                         timeout=args.timeout,
                          cwd_out=Path(args.cwd_out) if args.cwd_out else None)
     return sandbox.run(ctx, session, request)
 

@@ -23,14 +23,15 @@ from pathlib import Path
 from manager.changes.model import Change
 from manager.changes.model import Layer
 from manager.changes.model import read_changes
-from manager.changes.model import same_content
 from manager.changes.model import select
 from manager.commit import journal
+from manager.commit.btime import may_follow
 from manager.commit.exclude import compile_patterns
 from manager.commit.journal import Journal
 from manager.commit.journal import Step
 from manager.commit.plan import PathIssue
 from manager.commit.plan import make_plan
+from manager.commit.plan import same_entry
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import lstat_at
 from manager.commit.safefs import proc_path
@@ -46,12 +47,13 @@ class CommitResult:
     applied: list[Path] = field(default_factory=list)
     conflicts: list[PathIssue] = field(default_factory=list)  # left alone; pending
     skipped: list[Path] = field(default_factory=list)         # excluded; pending
+    refused: list[PathIssue] = field(default_factory=list)    # special, not allowed; pending
     errors: list[PathIssue] = field(default_factory=list)     # failed; pending
     resumed: list[Path] = field(default_factory=list)         # finished from an interrupted commit
 
     @property
     def ok(self) -> bool:
-        return not self.conflicts and not self.errors
+        return not self.conflicts and not self.errors and not self.refused
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -59,6 +61,7 @@ class CommitResult:
             "resumed": [str(p) for p in self.resumed],
             "conflicts": [c.as_json() for c in self.conflicts],
             "skipped": [str(p) for p in self.skipped],
+            "refused": [r.as_json() for r in self.refused],
             "errors": [e.as_json() for e in self.errors],
         }
 
@@ -68,7 +71,8 @@ Progress = Callable[[int, int, int], None]    # (steps done, steps, bytes writte
 
 def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
            paths: Sequence[Path] = (), *, force: bool = False,
-           exclude: Sequence[str] = (), progress: Progress | None = None) -> CommitResult:
+           exclude: Sequence[str] = (), progress: Progress | None = None,
+           allow_special: bool = False) -> CommitResult:
     """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
     result = CommitResult()
     interrupted = journal.read(session_dir)
@@ -76,8 +80,10 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
         _resume(session_dir, interrupted, project, result)
     all_changes = read_changes(list(layers), project)
     plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
-                     excluded=compile_patterns(exclude, project), force=force)
+                     excluded=compile_patterns(exclude, project), force=force,
+                     allow_special=allow_special)
     result.conflicts.extend(plan.conflicts)
+    result.refused.extend(plan.refused)
     result.skipped.extend(plan.skipped)
     if plan.steps:
         started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
@@ -156,14 +162,13 @@ def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str
         return "done"
     if rst is None or (step.action == "dir" and stat.S_ISDIR(rst.st_mode)):
         return None
-    if ust.st_mode == rst.st_mode and same_content(
-            Path(proc_path(up_fd, up_name)), ust, Path(proc_path(dir_fd, name)), rst):
+    if same_entry(proc_path(up_fd, up_name), ust, proc_path(dir_fd, name), rst):
         return "done"
     return "changed"
 
 
 def _changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
-    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+    return any(may_follow(st.st_ctime_ns, since_ns) for st in walk_stats(dir_fd, name))
 
 
 def remove_strays(executor: Executor, steps: Iterable[Step]) -> None:

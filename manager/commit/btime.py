@@ -1,10 +1,11 @@
 """When an upper entry was born: the moment the overlay copied it up or created it.
 
-A real path whose ctime is later than that changed behind the sandbox's back.
-Birth time comes from statx(2) (``STATX_BTIME``), which Python's ``os`` does
-not expose; where the kernel or filesystem has none, the entry's ctime stands
-in (later than the birth, so it only narrows the window in which a conflict is
-seen, never invents one).
+A real path whose ctime is not earlier than that may have changed behind the
+sandbox's back (:func:`may_follow`). Birth time comes from statx(2)
+(``STATX_BTIME``), which Python's ``os`` does not expose; where the kernel or
+filesystem has none, the session's start stands in when known (earlier than
+any birth: a conflict may be reported that was none, never the reverse), else
+the entry's ctime.
 """
 
 from __future__ import annotations
@@ -55,16 +56,40 @@ def _statx(dir_fd: int, name: str, buf: _Statx) -> int:
 _remembered: dict[str, int] = {}
 
 
+_floor: list[int] = []  # the session's start: no upper entry is older
+
+
 def remember(births: dict[str, int]) -> None:
     _remembered.update(births)
 
 
+def set_floor(ns: int) -> None:
+    """The earliest any upper entry can have been born (where statx knows no birth)."""
+    _floor[:] = [ns]
+
+
+def may_follow(ctime_ns: int, birth_ns: int) -> bool:
+    """Whether a change stamped ``ctime_ns`` may have come after a birth at ``birth_ns``.
+
+    Equal stamps may: timestamps come from a coarse clock (one tick is
+    milliseconds), so a copy-up and an edit right after it often share one, and
+    only a strict ``>`` lost such edits. A ctime in whole seconds comes from a
+    filesystem with coarse timestamps (1 s, or FAT's 2 s): the birth is rounded
+    down to that grain before comparing.
+    """
+    if ctime_ns % 1_000_000_000 == 0:
+        birth_ns -= birth_ns % 2_000_000_000
+    return ctime_ns >= birth_ns
+
+
 def birth_ns(dir_fd: int, name: str) -> int:
-    """Birth time of ``name`` in ``dir_fd`` in ns (its ctime where unknown)."""
+    """Birth time of ``name`` in ``dir_fd`` in ns (see the module's notes where unknown)."""
     if dir_fd == AT_FDCWD and name in _remembered:
         return _remembered[name]
     buf = _Statx()
     if _statx(dir_fd, name, buf) == 0 and buf.mask & STATX_BTIME:
         stamp: _Timestamp = buf.btime
         return int(stamp.tv_sec) * 1_000_000_000 + int(stamp.tv_nsec)
+    if _floor:
+        return _floor[0]
     return int(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ctime_ns)

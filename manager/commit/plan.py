@@ -1,8 +1,9 @@
 """Plan a commit: which steps to take, which paths conflict, which are excluded.
 
-Planning only reads. A conflict is a real path that changed after the overlay
-copied it up (or after the sandbox created or deleted it): its ctime is later
-than the upper entry's birth. Directories are not checked themselves (their
+Planning only reads. A conflict is a real path that may have changed after the
+overlay copied it up (or after the sandbox created or deleted it): its ctime is
+not earlier than the upper entry's birth (:func:`manager.commit.btime.may_follow`:
+a tie counts, clocks are coarse). Directories are not checked themselves (their
 ctime moves whenever a child changes); removing a whole real tree checks
 everything in it.
 """
@@ -19,6 +20,7 @@ from dataclasses import field
 from dataclasses import replace
 from pathlib import Path
 
+from manager.changes.meta import content_xattrs
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
@@ -26,6 +28,7 @@ from manager.changes.model import Layer
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
 from manager.commit.btime import birth_ns
+from manager.commit.btime import may_follow
 from manager.commit.journal import Step
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import UnsafePath
@@ -52,6 +55,7 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     conflicts: list[PathIssue] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    refused: list[PathIssue] = field(default_factory=list)  # special: needs --allow-special
     incomplete: set[Path] = field(default_factory=set)  # dirs whose hidden real entries stay
 
 
@@ -61,6 +65,7 @@ class _Context:
     real: list[DirChain]
     excluded: Callable[[Path], bool]
     force: bool
+    allow_special: bool
     opaque: set[str]    # opaque directories: the real entries below them go
     hiding: set[str]    # added or replaced directories: the real tree below was hidden
     blocked: set[str] = field(default_factory=set)
@@ -76,9 +81,10 @@ class _Context:
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
-              excluded: Callable[[Path], bool], force: bool) -> Plan:
+              excluded: Callable[[Path], bool], force: bool, allow_special: bool = False) -> Plan:
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
+                   allow_special,
                    opaque={str(c.path) for c in all_changes if c.opaque},
                    hiding={str(c.path) for c in all_changes if c.new_type is EntryType.DIR
                            and c.kind in (Kind.ADDED, Kind.REPLACED)})
@@ -96,6 +102,9 @@ def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
         plan.skipped.append(change.path)
     elif _under(change.path, ctx.blocked):
         plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
+        ctx.blocked.add(str(change.path))
+    elif change.special and not ctx.allow_special:
+        plan.refused.append(PathIssue(change.path, ", ".join(change.special)))
         ctx.blocked.add(str(change.path))
     else:
         _plan_change(plan, ctx, change)
@@ -191,12 +200,18 @@ def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str
     ust = os.lstat(change.upper)
     if ust.st_mode != rst.st_mode:
         return False
-    return same_content(change.upper, ust, Path(proc_path(dir_fd, name)), rst)
+    return same_entry(str(change.upper), ust, proc_path(dir_fd, name), rst)
+
+
+def same_entry(upper: str, ust: os.stat_result, real: str, rst: os.stat_result) -> bool:
+    """Same mode, content and extended attributes."""
+    return ust.st_mode == rst.st_mode and same_content(Path(upper), ust, Path(real), rst) \
+        and content_xattrs(upper) == content_xattrs(real)
 
 
 def changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
-    """True when ``name`` or anything below it has a ctime after ``since_ns``."""
-    return any(st.st_ctime_ns > since_ns for st in walk_stats(dir_fd, name))
+    """True when ``name`` or anything below it may have changed after ``since_ns``."""
+    return any(may_follow(st.st_ctime_ns, since_ns) for st in walk_stats(dir_fd, name))
 
 
 def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: int,

@@ -15,8 +15,11 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager.changes.meta import OVERLAY_XATTR_PREFIXES
+from manager.changes.meta import content_xattrs
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
+
 
 
 class UnsafePath(OSError):
@@ -142,6 +145,32 @@ def overlay_xattrs(dir_fd: int, name: str) -> list[str]:
     except OSError:
         return []
     return [n for n in names if n.startswith(OVERLAY_XATTR_PREFIXES)]
+
+
+def sync_xattrs(src: str, dst: int) -> None:
+    """Make the content xattrs of directory ``dst`` (a descriptor) those of ``src``."""
+    want = content_xattrs(src)
+    have = content_xattrs(dst)
+    for name in have.keys() - want.keys():
+        os.removexattr(dst, name)
+    for name, value in want.items():
+        if have.get(name) != value:
+            try:
+                os.setxattr(dst, name, value)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot set extended attribute {name} "
+                                         f"({exc.strerror})") from None
+
+
+def copy_xattrs(src: str | int, dst: str | int) -> None:
+    """Give ``dst`` the content xattrs of ``src`` (paths not followed, or descriptors);
+    raises when one cannot be set, so none is dropped silently."""
+    for name, value in content_xattrs(src).items():
+        try:
+            os.setxattr(dst, name, value, follow_symlinks=isinstance(dst, int))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot set extended attribute {name} "
+                                     f"({exc.strerror})") from None
 
 
 def strip_overlay_xattrs(dir_fd: int, name: str, found: list[str]) -> None:

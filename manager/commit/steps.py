@@ -5,8 +5,10 @@ Every real path is always either its old or its new entry:
 * A file, symlink or special file arrives by one ``rename``. On the upper's
   own filesystem the upper entry itself is renamed into place: no data is
   copied, and the upper entry disappears in the same atomic step, so the
-  overlay stops showing it as pending. Elsewhere it is copied to a temporary
-  name beside its destination first, and the upper entry is removed after.
+  overlay stops showing it as pending. Elsewhere, or when the upper entry has
+  other hard links (which would go on sharing the real file's inode), it is
+  copied to a temporary name beside its destination first, and the upper
+  entry is removed after.
 * A directory tree leaves by a rename to a temporary name, then is deleted.
 * Type changes (file <-> directory) cannot be one rename: the old entry goes,
   then the new one arrives; a crash in between leaves the path missing until the
@@ -39,12 +41,15 @@ from manager.changes.model import Layer
 from manager.commit.journal import Step
 from manager.commit.safefs import DIR_FLAGS
 from manager.commit.safefs import DirChain
+from manager.commit.safefs import copy_xattrs
 from manager.commit.safefs import lstat_at
 from manager.commit.safefs import open_dir_at
 from manager.commit.safefs import overlay_xattrs
+from manager.commit.safefs import proc_path
 from manager.commit.safefs import rel_parts
 from manager.commit.safefs import remove_at
 from manager.commit.safefs import strip_overlay_xattrs
+from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
 
 BATCH_STEPS = 4096
@@ -224,6 +229,8 @@ class Executor:
                 dir_fd, name = self.upper_at(step)
                 if lstat_at(dir_fd, name) is not None:
                     remove_at(dir_fd, name)
+            except FileNotFoundError:
+                pass  # its directory is gone already (a resumed commit's tidying got that far)
             except OSError as exc:
                 self.outcome.errors.append((step, "committed, but its sandbox copy could not be "
                                                   f"removed: {_describe(exc)}"))
@@ -236,7 +243,9 @@ class Executor:
         up_fd, up_name = self.upper_at(step)
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
         _refuse_unsupported(step, up_fd, up_name)
-        if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper:
+        # A hard-linked upper entry is copied: renamed, its other names (left in the
+        # upper dir, never reviewed) would keep writing to the real file.
+        if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper and ust.st_nlink == 1:
             return _Pending(step)
         return _Pending(step, self._copy_beside(step, up_fd, up_name, ust, dir_fd), ust.st_size)
 
@@ -304,6 +313,8 @@ class Executor:
                 dir_fd, name = self.real_at(step)
                 fd = open_dir_at(dir_fd, name, Path(step.path).parent)
                 try:
+                    up_fd, up_name = self.upper_at(step)
+                    sync_xattrs(proc_path(up_fd, up_name), fd)
                     _set_meta(fd, ust, times=created)
                 finally:
                     os.close(fd)
@@ -352,15 +363,17 @@ def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp
         os.symlink(os.readlink(up_name, dir_fd=up_fd), temp, dir_fd=dir_fd)
         if os.geteuid() == 0:
             os.chown(temp, ust.st_uid, ust.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+        copy_xattrs(proc_path(up_fd, up_name), proc_path(dir_fd, temp))
         os.utime(temp, ns=(ust.st_atime_ns, ust.st_mtime_ns), dir_fd=dir_fd,
                  follow_symlinks=False)
     elif stat.S_ISREG(ust.st_mode):
         _copy_file(up_fd, up_name, ust, dir_fd, temp)
     else:  # fifos, sockets, devices (devices only as root)
         os.mknod(temp, ust.st_mode, ust.st_rdev, dir_fd=dir_fd)
-        os.chmod(temp, stat.S_IMODE(ust.st_mode), dir_fd=dir_fd)
         if os.geteuid() == 0:
             os.chown(temp, ust.st_uid, ust.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+        os.chmod(temp, stat.S_IMODE(ust.st_mode), dir_fd=dir_fd)  # after chown: it clears setuid
+        copy_xattrs(proc_path(up_fd, up_name), proc_path(dir_fd, temp))
 
 
 def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp: str) -> None:
@@ -371,6 +384,8 @@ def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp:
         try:
             _copy_data(src, dst, ust.st_size)
             _set_meta(dst, ust, times=True)
+            # Capabilities last: a chown or chmod would clear them.
+            copy_xattrs(src, dst)
         finally:
             os.close(dst)
     finally:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -69,7 +70,9 @@ BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the vol
 VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
 LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
 # Tar options both ways: whiteouts are char devices, opaque dirs carry trusted.overlay.opaque.
-TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*"]
+# The overlay's marks, and the entries' own xattrs (review shows them; see changes/meta).
+TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*",
+             "--xattrs-include=user.*", "--xattrs-include=security.capability"]
 # What the container needs to mount its own overlay: the capability, and no LSM veto
 # (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
 VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
@@ -150,7 +153,8 @@ class ContainerEngine:
                 self.mount_options(*_mount_paths(session))
             container = client.container.run(
                 self.config["container.image"], detach=True, name=name, pull="never",
-                labels=self.labels(session), **options, **self.limits())
+                labels=self.labels(session), **options, **self.identity(), **self.limits())
+            self._require_limits(client, container, session)
             if volume:
                 self._fill_volume(session, fresh)
             self._make_home(client, name, session)
@@ -202,8 +206,12 @@ class ContainerEngine:
         if fresh:
             self._push_upper(session)
             (session.sandbox / VOLUME_MARK).write_text(self.volume_name(session) + "\n")
-        mount = ('mkdir -p "$1" && mount -t overlay overlay -o '
-                 f'lowerdir={LOWER_MOUNT},upperdir={VOLUME_MOUNT}/upper,'
+        # The overlay's root is the upper dir's root: it takes the project's owner and mode,
+        # or a caller who is not root could not write in the project's top directory.
+        upper = f"{VOLUME_MOUNT}/upper"
+        mount = (f'chown --reference={LOWER_MOUNT} {upper} && '
+                 f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
+                 f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
                  f'workdir={VOLUME_MOUNT}/work "$1"')
         proc = self._exec_root(name, ["sh", "-c", mount, "sh", session.project])
         if proc.returncode != 0:
@@ -219,7 +227,7 @@ class ContainerEngine:
         argv = self._exec_argv(self.container_name(session), [
             "sh", "-c", f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && '
                         f'chmod 700 {VOLUME_MOUNT} && exec tar -C {VOLUME_MOUNT}/upper '
-                        f'{" ".join(TAR_FLAGS)} -xpf -'], stdin=True)
+                        f'{shlex.join(TAR_FLAGS)} -xpf -'], stdin=True)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stderr is not None
         try:
@@ -241,7 +249,7 @@ class ContainerEngine:
         # the copies made here are born now.
         # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
         script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -mindepth 1 -exec stat --printf '
-                  f'"%.9W %n\\0" {{}} +) >births && exec tar {" ".join(TAR_FLAGS)} '
+                  f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} '
                   '-cf - births upper')
         argv = self._exec_argv(self.container_name(session), ["sh", "-c", script])
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -348,6 +356,39 @@ class ContainerEngine:
         """``run`` options mounting ``lower`` at its own path over ``upper``, and ``calls``."""
         raise NotImplementedError
 
+    def identity(self) -> dict[str, Any]:
+        """``run`` options that make the caller's uid inside the container the caller's outside."""
+        return {}
+
+    def clear_work(self, session: Session) -> None:
+        self.clear_work_dir(session.sandbox / "work")
+
+    def clear_work_dir(self, work: Path) -> None:
+        """Leave an overlay's work dir removable by the caller once its container is gone.
+
+        The engine's overlay makes ``work/work`` (mode 000) as its own root: the daemon's
+        (docker) or the caller's first subordinate uid (rootless podman). Only the engine
+        can remove it; without this, the session directory could never be deleted.
+        """
+        inner = work / "work"
+        try:
+            if inner.lstat().st_uid == os.geteuid():
+                return
+        except FileNotFoundError:
+            return
+        proc = subprocess.run(self.as_engine_root(str(work), ["rm", "-rf", "--", "/w/work"]),
+                              capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        if proc.returncode != 0 or os.path.lexists(inner):
+            raise EngineUnavailable(
+                f"{self.cli} could not clear the overlay work dir {inner}: {proc.stderr.strip()}",
+                hint=f"check the engine (`workspace doctor --engine {self.name}`), then retry")
+
+    def as_engine_root(self, work: str, argv: list[str]) -> list[str]:
+        """A command run as the engine's root with ``work`` at /w: a throwaway container."""
+        return [self.cli_path(), "run", "--rm", "--pull", "never", "--network", "none",
+                "-v", f"{work}:/w", self.config["container.image"], *argv]
+
     def limits(self) -> dict[str, Any]:
         cfg = self.config
         opts: dict[str, Any] = {}
@@ -362,12 +403,29 @@ class ContainerEngine:
             opts["cpus"] = cfg["container.cpus"]
         return opts
 
+    def _require_limits(self, client: DockerClient, container: Any, session: Session) -> None:
+        """Limits the engine took and then ignores (rootless podman on cgroup v1) are none."""
+        cfg, host = self.config, container.host_config
+        ignored = [name for name, wanted, got in (
+            ("container.memory", cfg["container.memory"], host.memory),
+            ("container.pids", cfg["container.pids"], host.pids_limit),
+            ("container.cpus", cfg["container.cpus"], host.nano_cpus)) if wanted and not got]
+        if ignored:
+            client.container.remove(container, force=True, volumes=True)
+            raise EngineUnavailable(
+                f"{self.cli} does not apply {', '.join(ignored)} here (rootless podman cannot "
+                f"on cgroup v1, nor on cgroup v2 without delegated controllers)",
+                hint=f"unset {', '.join(ignored)}, or use an engine that applies limits "
+                     "(docker, rootful podman)")
+
     def client(self) -> DockerClient:
         try:
             from python_on_whales import DockerClient
         except ImportError as exc:
             raise EngineUnavailable(f"python-on-whales is not installed: {exc}",
-                                    hint="pip install 'workspace-sandbox[containers]'") from exc
+                                    hint="it is a dependency of workspace: reinstall it "
+                                         "(`pip install workspace-sandbox`, or rerun the "
+                                         "plugin's bootstrap)") from exc
         return DockerClient(client_call=[self.cli])
 
     @contextlib.contextmanager
@@ -413,6 +471,7 @@ class ContainerEngine:
                 (session.sandbox / VOLUME_MARK).unlink()
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
+                self.clear_work(session)
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
 
     def _remove(self, session: Session) -> None:
@@ -441,15 +500,18 @@ class DockerEngine(ContainerEngine):
     session_format = '{{.Label "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
+        # The daemon mounts as root, so opaque marks would be trusted.overlay.* xattrs, which an
+        # ordinary caller cannot read back: for one, overlayfs writes user.overlay.* instead.
+        extra = ",userxattr" if os.geteuid() != 0 else ""
         # The quotes are CSV quoting: `o=` holds commas.
         overlay = ["type=volume", f"dst={lower}", "volume-driver=local",
                    "volume-opt=type=overlay", "volume-opt=device=overlay",
-                   f'"volume-opt=o=lowerdir={lower},upperdir={upper},workdir={work}"']
+                   f'"volume-opt=o=lowerdir={lower},upperdir={upper},workdir={work}{extra}"']
         return {"mounts": [overlay], "volumes": [(calls, CALLS_MOUNT)]}
 
 
 class PodmanEngine(ContainerEngine):
-    """podman (rootful): `-v SRC:DST:O,upperdir=U,workdir=W` keeps the upper dir."""
+    """podman, rootful or rootless: `-v SRC:DST:O,upperdir=U,workdir=W` keeps the upper dir."""
 
     name = "podman"
     cli = "podman"
@@ -458,6 +520,22 @@ class PodmanEngine(ContainerEngine):
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         return {"volumes": [(calls, CALLS_MOUNT),
                             (lower, lower, f"O,upperdir={upper},workdir={work}")]}
+
+    def identity(self) -> dict[str, Any]:
+        # Rootless, uid N inside is subordinate uid N-1 outside unless kept: files the sandbox
+        # writes would not be the caller's, and the caller's own files not writable.
+        return {"userns": "keep-id"} if rootless_podman() else {}
+
+    def as_engine_root(self, work: str, argv: list[str]) -> list[str]:
+        # Rootless: the engine's root is the caller in their own user namespace; no container.
+        if rootless_podman():
+            return [self.cli_path(), "unshare", *[a.replace("/w/", work + "/") for a in argv]]
+        return super().as_engine_root(work, argv)
+
+
+def rootless_podman() -> bool:
+    """podman run by an ordinary user talks to no service: it is rootless."""
+    return os.geteuid() != 0 and not os.environ.get("CONTAINER_HOST")
 
 
 def _mount_paths(session: Session) -> tuple[str, str, str, str]:

@@ -65,8 +65,10 @@ done
 
 id=$SESSION-$$-${EPOCHREALTIME/[.,]/}
 mark=$S/calls/$id.m   # written by the call when it starts, and its final cwd when it ends
+# As the call's own uid: root in the container (no CAP_SYS_PTRACE) cannot read the environ of
+# another uid's processes, so it would miss the call's setsid escapees.
 kill_call() {
-    "$CLI" exec -u 0 "$CTR" ws-exec --kill "$id" "$1" "$GRACE" >/dev/null 2>&1 8>&- 3<&-
+    "$CLI" exec -u "$U" "$CTR" ws-exec --kill "$id" "$1" "$GRACE" >/dev/null 2>&1 8>&- 3<&-
 }
 
 # The watcher: detached (reparented at once, so tree and group kills miss it),
@@ -83,8 +85,8 @@ exec 8> >( (trap '' INT TERM HUP QUIT
 inner='m=/run/ws-calls/$WS_CALL_ID.m
 : >"$m"
 if ! cd -- "$1" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; running in /\n" "$1" >&2
-    cd /
+    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$1" >&2
+    exit 125
 fi
 [[ -n $3 ]] && trap "pwd -P >$m" EXIT
 __ws_cmd=$2

@@ -6,6 +6,7 @@ Driven through the engine's CLI (not python-on-whales): these run on every
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -35,6 +36,19 @@ DAEMON_FIX = {
               "cgroup_manager=cgroupfs in /etc/containers/containers.conf",
 }
 NOT_CHECKED = "not checked: an earlier check failed"
+WHALES_FIX = ("it is a dependency of workspace: reinstall workspace (`pip install "
+              "workspace-sandbox`, pipx, or let the plugin's bootstrap run again)")
+CALL_FIX = ("the engine cannot start a session's container or run a call in it: see the error; "
+            "custom images must be built FROM workspace-sandbox")
+# What the probe call does in its throwaway project: a write, a delete, and who it ran as.
+PROBE_SCRIPT = "echo new > new.txt && rm old.txt && id -u"
+
+
+def whales_installed() -> bool:
+    """The engines start and remove containers through python-on-whales (imported later)."""
+    import importlib.util
+
+    return importlib.util.find_spec("python_on_whales") is not None
 
 
 def _call(argv: list[str], timeout: float = TIMEOUT) -> tuple[int, str]:
@@ -63,6 +77,8 @@ def quick_reason(cli: str, image: str) -> str | None:
     """The cheap part of :func:`checks`, for choosing an engine: one client call."""
     if shutil.which(cli) is None:
         return f"{cli} not found (fix: {INSTALL_FIX[cli]})"
+    if not whales_installed():
+        return f"python-on-whales is not installed (fix: {WHALES_FIX})"
     rc, text = _call([cli, "image", "inspect", "--format", "{{.Id}}", image], timeout=15)
     if rc == 0:
         return None
@@ -76,13 +92,20 @@ def checks(engine: ContainerEngine) -> list[Check]:
     found = shutil.which(cli)
     result = [Check("engine found", found is not None, found or f"{cli} not on PATH",
                     INSTALL_FIX[cli])]
-    steps = (_daemon, _image, _runs, _overlay)
+    steps = (_whales, _daemon, _image, _overlay, _sandboxed_call)
     for step in steps:
         if not all(c.ok for c in result):
             result.append(Check(step.__doc__ or step.__name__, False, NOT_CHECKED))
             continue
         result.append(step(engine, cli, image))
     return result
+
+
+def _whales(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """python-on-whales installed"""
+    ok = whales_installed()
+    return Check("python-on-whales installed", ok, "" if ok else "python_on_whales not found "
+                 f"by {sys.executable}", WHALES_FIX)
 
 
 def _daemon(engine: ContainerEngine, cli: str, image: str) -> Check:
@@ -101,20 +124,21 @@ def _image(engine: ContainerEngine, cli: str, image: str) -> Check:
     return Check("image present", rc == 0, detail, build_fix(cli))
 
 
-def _runs(engine: ContainerEngine, cli: str, image: str) -> Check:
-    """can run a container"""
-    rc, text = _call([cli, "run", "--rm", "--pull", "never", "--network", "none", image, "true"])
-    return Check("can run a container", rc == 0, text if rc else "",
-                 "see the error; `workspace doctor` output and the engine's log tell more")
-
-
 def _overlay(engine: ContainerEngine, cli: str, image: str) -> Check:
     """overlay mounts work"""
     root = Path(tempfile.mkdtemp(prefix="workspace-probe-"))
     try:
         return _overlay_in(engine, cli, image, root)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        _remove_overlay_probe(engine, root)
+
+
+def _remove_overlay_probe(engine: ContainerEngine, root: Path) -> None:
+    from manager.errors import WorkspaceError
+
+    with contextlib.suppress(WorkspaceError):
+        engine.clear_work_dir(root / "work")
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _overlay_in(engine: ContainerEngine, cli: str, image: str, root: Path) -> Check:
@@ -136,6 +160,69 @@ def _overlay_in(engine: ContainerEngine, cli: str, image: str, root: Path) -> Ch
                  fix)
 
 
+def _sandboxed_call(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """a sandboxed call works"""
+    root = Path(tempfile.mkdtemp(prefix="workspace-probe-"))
+    try:
+        return _call_in(engine, image, root)
+    finally:
+        _remove_probe(engine, root)
+
+
+def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
+    """``workspace run`` in a throwaway project and state dir: the path every call takes.
+
+    It starts the session's container (python-on-whales) and runs the call through the entry
+    script; the write must land in the upper dir as the caller's, the project untouched.
+    """
+    project = root / "proj"
+    project.mkdir()
+    (project / "old.txt").write_text("old\n")
+    env = dict(os.environ, XDG_STATE_HOME=str(root / "state"), WORKSPACE_ENGINE=engine.name,
+               WORKSPACE_CONTAINER__IMAGE=image)
+    name = "a sandboxed call works"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "manager", "run", "-c", PROBE_SCRIPT],
+                              cwd=project, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT * 3, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Check(name, False, f"no answer within {TIMEOUT * 3:.0f} s", CALL_FIX)
+    if proc.returncode != 0:
+        text = proc.stderr.strip().splitlines()
+        detail = f"exit {proc.returncode}: " + (" ".join(text[-3:]) if text else "no output")
+        return Check(name, False, detail, WHALES_FIX if "python-on-whales" in detail
+                     else CALL_FIX)
+    uppers = list((root / "state").glob("workspace/sessions/*/sandbox/upper"))
+    new = uppers[0] / "new.txt" if uppers else None
+    problems = [what for what, bad in (
+        (f"ran as uid {proc.stdout.strip()}, not {os.getuid()}",
+         proc.stdout.strip() != str(os.getuid())),
+        ("the write did not land in the upper dir", new is None or not new.is_file()),
+        ("the write is not the caller's", new is not None and new.is_file()
+         and new.stat().st_uid != os.getuid()),
+        ("the project itself changed", (project / "new.txt").exists()
+         or not (project / "old.txt").exists())) if bad]
+    return Check(name, not problems, "; ".join(problems), CALL_FIX)
+
+
+def _remove_probe(engine: ContainerEngine, root: Path) -> None:
+    """The probe's container (labelled with its state dir) and work dirs, then the dir."""
+    from manager.errors import WorkspaceError
+
+    state = root / "state" / "workspace"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        ids = subprocess.run([engine.cli, "ps", "-aq", "--filter",
+                              f"label=org.workspace.state={state}"], capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL).stdout.split()
+        if ids:
+            _call([engine.cli, "rm", "-f", "-v", *ids])
+    for session in state.glob("sessions/*"):
+        _call([engine.cli, "volume", "rm", f"workspace-{session.name}"], timeout=30)
+        with contextlib.suppress(WorkspaceError):
+            engine.clear_work_dir(session / "sandbox" / "work")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
                 calls: str) -> list[str]:
     """The CLI flags for the engine's mount options (the probe does not use python-on-whales)."""
@@ -145,7 +232,8 @@ def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
         argv += ["--mount", ",".join(mount)]
     for volume in options.get("volumes", []):
         argv += ["-v", ":".join(volume)]
-    return argv
+    userns = engine.identity().get("userns")
+    return argv + ([f"--userns={userns}"] if userns else [])
 
 
 # -- container.upper: auto ------------------------------------------------------
@@ -166,7 +254,7 @@ def host_overlay_works(engine: ContainerEngine) -> bool:
     try:
         ok = _overlay_in(engine, engine.cli, engine.config["container.image"], root).ok
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        _remove_overlay_probe(engine, root)
     if ok:   # a failure may be passing (daemon restarting): ask again next time
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text("ok\n")

@@ -10,8 +10,10 @@ mounts alive between calls; each call enters them through
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,20 +23,21 @@ from pathlib import Path
 from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
-from manager.engines.base import NO_FALLBACK
-from manager.engines.base import NOT_ENTERED
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
+from manager.fsutil import write_atomic
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
 HOLDER_PID = "holder.pid"
-READY_TIMEOUT = 20.0
+READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
+NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
+TRIAL_CHECK = "a call through the entry, in a scratch sandbox"
 TOOLS = ("unshare", "nsenter", "mount")
 
 
@@ -72,40 +75,75 @@ class OverlayEngine:
                 self._start_holder(session)
 
     def _start_holder(self, session: Session) -> None:
-        sandbox = session.sandbox
-        idle = str(self.config["overlay.idle_timeout_hours"] * 3600)
-        argv = ["unshare", "--user", "--map-root-user", "--mount", "--",
-                sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), idle, session.project]
-        log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=log, start_new_session=True, close_fds=True)
-        except FileNotFoundError as exc:
-            raise EngineUnavailable("`unshare` not found", hint="install util-linux") from exc
-        finally:
-            log.close()
-        line = _read_ready(proc)
-        if line != "ready":
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait()
-            raise EngineUnavailable(
-                f"the overlay sandbox could not start: {line or 'no answer'} "
-                f"(log: {sandbox / 'holder.log'})",
-                hint="run `workspace doctor` to see what this host supports",
-            )
-        (sandbox / HOLDER_PID).write_text(f"{proc.pid} {procs.start_time(proc.pid)}\n")
+        idle = self.config["overlay.idle_timeout_hours"] * 3600
+        start_holder(session.sandbox, session.project, idle, session.id)
 
     def run(self, session: Session, request: RunRequest) -> int:
-        env = dict(os.environ, **{NO_FALLBACK: "1"})
-        status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
-                                request.streams())
-        if status == NOT_ENTERED and holder_pid(session.sandbox) is None:
-            # The holder died between prepare and entry; the command never ran.
+        request = dataclasses.replace(request, cwd=self._cwd_inside(session, request.cwd))
+        status, why = self._enter(session, request)
+        if why is not None:
+            # Not entered, the command never ran: the holder went away between prepare
+            # and entry (idle exit, retired after an outside change). Once more.
             self.prepare(session)
-            status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
-                                    request.streams())
+            status, why = self._enter(session, request)
+            if why is not None:
+                raise EngineUnavailable(why, hint="run `workspace doctor` to see what fails")
         return status
+
+    def _enter(self, session: Session, request: RunRequest) -> tuple[int, str | None]:
+        """Run through the entry: (status, None), or (125, why) when it did not enter."""
+        read_end, write_end = os.pipe()
+        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1", WORKSPACE_NOT_ENTERED_FD=str(write_end))
+        try:
+            status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
+                                    pass_fds=(write_end,), streams=request.streams())
+        finally:
+            os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            why = pipe.read().decode(errors="replace").strip()
+        return status, (why or None)
+
+    def _cwd_inside(self, session: Session, cwd: str) -> str:
+        """``cwd`` as the sandbox sees it; a holder that cannot see it yet is replaced.
+
+        A directory made after the holder started can be missing from its view
+        (overlayfs remembers failed lookups; a directory with mounts below it is
+        a snapshot). The command never runs anywhere else: if the directory
+        cannot be shown, this fails.
+        """
+        pid = holder_pid(session.sandbox)
+        if pid is not None and os.path.isdir(f"/proc/{pid}/root{cwd}"):
+            return cwd  # what the entry checks; symlinks to absolute paths take the slow way
+        for replaced in (False, True):
+            pid = holder_pid(session.sandbox)
+            if pid is None:
+                self.prepare(session)
+                pid = holder_pid(session.sandbox)
+            inside = resolve_inside(pid, cwd) if pid is not None else None
+            if inside is not None:
+                return inside
+            if replaced or pid is None or not os.path.isdir(cwd):
+                break
+            self._replace(session, pid, cwd)
+        where = "outside only (removed inside the sandbox?)" if os.path.isdir(cwd) else "nowhere"
+        raise EngineUnavailable(f"{cwd} does not exist in the sandbox; it exists {where}",
+                                hint="run the command from a directory that exists in the sandbox")
+
+    def _replace(self, session: Session, pid: int, cwd: str) -> None:
+        """A fresh holder, whose new mounts see the real filesystem as it is now."""
+        with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
+            if holder_pid(session.sandbox) == pid:
+                busy = namespace_members(pid)
+                if busy:
+                    raise EngineUnavailable(
+                        f"{cwd} was made after the sandbox of session {session.id} started, and "
+                        f"commands are still running in it (pids {', '.join(map(str, busy))}): "
+                        "it cannot be shown before they end",
+                        hint="run the command again when they have ended")
+                _kill(pid)
+                (session.sandbox / HOLDER_PID).unlink(missing_ok=True)
+            if holder_pid(session.sandbox) is None:
+                self._start_holder(session)
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return ["/bin/bash", str(ENTER_SCRIPT), str(session.sandbox), session.id,
@@ -127,9 +165,89 @@ class OverlayEngine:
     def destroy(self, session: Session) -> None:
         self.release(session)
         if session.sandbox.exists():
-            import shutil
+            remove_tree(session.sandbox)
 
-            shutil.rmtree(session.sandbox)
+
+def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: str) -> None:
+    """Start the holder and prove that a call can enter it; EngineUnavailable otherwise."""
+    argv = ["unshare", "--user", "--map-root-user", "--mount", "--",
+            sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), str(idle_seconds), project]
+    log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True, close_fds=True)
+    except FileNotFoundError as exc:
+        raise EngineUnavailable("`unshare` not found on PATH", hint="install util-linux") from exc
+    finally:
+        log.close()
+    line = _read_ready(proc)
+    if line != "ready":
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        raise EngineUnavailable(
+            f"the overlay sandbox could not start: {line or 'no answer'} "
+            f"(log: {sandbox / 'holder.log'})",
+            hint="run `workspace doctor` to see what this host supports",
+        )
+    write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}\n".encode())
+    why = _entry_fails(sandbox, session_id)
+    if why is not None:
+        _kill(proc.pid)
+        (sandbox / HOLDER_PID).unlink(missing_ok=True)
+        raise EngineUnavailable(f"the overlay sandbox cannot be entered: {why}", hint=entry_fix(why))
+
+
+def _entry_fails(sandbox: Path, session_id: str) -> str | None:
+    """Why `true` through the entry fails (flags, namespaces, pid namespace), or None."""
+    argv = ["/bin/bash", str(ENTER_SCRIPT), str(sandbox), session_id, sys.executable, "/", "", "true"]
+    try:
+        proc = subprocess.run(argv, env=dict(os.environ, WORKSPACE_NO_FALLBACK="1"),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=READY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"no answer within {READY_TIMEOUT:.0f} s"
+    if proc.returncode == 0:
+        return None
+    return (proc.stderr.strip() or f"exit {proc.returncode}").removeprefix("workspace: ")
+
+
+def entry_fix(why: str) -> str:
+    if "nsenter" in why and ("not found" in why or "cannot run" in why):
+        return "install util-linux and put its nsenter on PATH"
+    if "preserve-credentials" in why or "unrecognized option" in why:
+        return "nsenter must take --preserve-credentials: install util-linux >= 2.26"
+    if "Operation not permitted" in why or "Permission denied" in why:
+        return ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or use podman/docker")
+    return "run `workspace doctor`; or use engine podman or docker"
+
+
+def resolve_inside(pid: int, cwd: str) -> str | None:
+    """``cwd`` resolved in the holder's view (symlinks as the sandbox sees them), or None."""
+    argv = ["nsenter", "--preserve-credentials", f"--user=/proc/{pid}/ns/user",
+            f"--mount=/proc/{pid}/ns/mnt", f"--root=/proc/{pid}/root", f"--wd=/proc/{pid}/root",
+            "--", "/bin/sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", cwd]
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=READY_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    inside = proc.stdout.strip()
+    return inside if proc.returncode == 0 and inside.startswith("/") else None
+
+
+def remove_tree(path: Path) -> None:
+    """``rm -rf``, also of what overlayfs leaves unreadable (its work dirs are mode 0000)."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:  # before os.walk descends into them
+            target = os.path.join(dirpath, name)
+            if not os.path.islink(target):
+                with contextlib.suppress(OSError):
+                    os.chmod(target, 0o700)
+    shutil.rmtree(path)
 
 
 def _read_ready(proc: subprocess.Popen[bytes]) -> str:

@@ -11,47 +11,75 @@
 #   CWD_OUT  file that receives the final working directory ("" = none)
 #   COMMAND  a bash script, run as by `bash -c`
 #
-# When the holder is not running (first call, idle exit, after commit), it
-# hands over to `workspace run`, which starts one. It never runs COMMAND
-# outside the sandbox. Exit 125: the sandbox could not be entered.
+# When the holder is not running (first call, idle exit, after commit) or does
+# not show CWD (a directory made after it started), it hands over to
+# `workspace run`, which starts or replaces it. It never runs COMMAND outside
+# the sandbox, nor in another directory. Exit 125: the sandbox could not be
+# entered; the command did not run.
+#
+# Environment, set by the CLI (which handles what the fallback would):
+#   WORKSPACE_NO_FALLBACK      exit 125 instead of handing over
+#   WORKSPACE_NOT_ENTERED_FD   write the reason there, not to stderr
 S=$1 SESSION=$2 PY=$3 CWD=${4:-$PWD} OUT=$5 CMD=$6
+[[ $CWD == /* ]] || CWD=$PWD/$CWD
+
+not_entered() {
+    if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then
+        printf '%s\n' "$1" >&"$WORKSPACE_NOT_ENTERED_FD"
+    else
+        printf 'workspace: %s\n' "$1" >&2
+    fi
+    exit 125
+}
 
 fallback() {
-    if [[ -n $WORKSPACE_NO_FALLBACK ]]; then
-        echo "workspace: the sandbox of session $SESSION is not running" >&2
-        exit 125
-    fi
+    [[ -n $WORKSPACE_NO_FALLBACK ]] && not_entered "$1"
     exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
 }
 
-read -r pid start 2>/dev/null <"$S/holder.pid" || fallback
-read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
-[[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback
+gone="the sandbox of session $SESSION is not running"
+read -r pid start 2>/dev/null <"$S/holder.pid" || fallback "$gone"
+read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
+[[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
-{ exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback
+{ exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback "$gone"
+# The holder's view of a directory made after it started can be stale (overlayfs
+# remembers a failed lookup; a directory with mounts below is a snapshot).
+[[ -d /proc/self/fd/94$CWD ]] || fallback "$CWD does not exist in the sandbox"
 : >"$S/last-used"
 
-if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
+if [[ -n $OUT ]]; then exec 97>"$OUT" || not_entered "cannot write $OUT"; fi
+if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then  # not for the command, which may outlive us
+    exec {WORKSPACE_NOT_ENTERED_FD}>&-
+    unset WORKSPACE_NOT_ENTERED_FD
+fi
 
 # In the holder's user and mount namespaces (root and cwd are the overlay's),
 # a fresh pid namespace per call: when this process dies, however it dies,
-# --kill-child takes the call's whole process tree with it.
-exec nsenter --user=/proc/self/fd/95 --mount=/proc/self/fd/96 \
+# --kill-child takes the call's whole process tree with it. The caller's own
+# credentials are kept: an ordinary user cannot setgroups() in the namespace.
+shopt -s execfail
+exec nsenter --preserve-credentials --user=/proc/self/fd/95 --mount=/proc/self/fd/96 \
     --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
     unshare --pid --fork --kill-child --mount-proc --propagation unchanged -- \
     /bin/bash -c '
 if ! cd -- "$1" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; running in /\n" "$1" >&2
-    cd /
+    printf "workspace: %s does not exist in the sandbox\n" "$1" >&2
+    exit 125
 fi
 unset WORKSPACE_NO_FALLBACK
 __ws_cmd=$2
 shift 2
 # Not in this shell: as the pid namespace'"'"'s init it would ignore the signals
 # (TERM, INT, HUP) that a caller sends to stop the command.
+# Job control: the command runs in a process group of its own, so `kill 0` in it
+# cannot signal the caller'"'"'s group (the client'"'"'s shell); callers that stop a
+# command signal its processes one by one (Claude Code) or the pid namespace dies.
+set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd"
 )
 exit $?' /bin/bash "$CWD" "$CMD"
+not_entered "cannot run nsenter (util-linux) from PATH; the sandbox cannot be entered"

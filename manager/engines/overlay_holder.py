@@ -32,6 +32,7 @@ PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
 STALE_POLL = 0.1       # while calls still run in a stale holder
 HOLDER_PID = "holder.pid"
+OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 
 
 def mount_points() -> list[tuple[str, str]]:
@@ -79,10 +80,15 @@ class Builder:
         self.binds: list[str] = []
         self.scaffold: list[str] = []
 
-    def build(self) -> None:
+    def build(self, project: str = "") -> None:
         for d in (self.upper, self.work, self.root, self.skeleton):
             d.mkdir(exist_ok=True)
         self.mounts = [p for p, _ in mount_points()]
+        if project and _foreign_on_the_way(project):
+            # overlayfs cannot copy up a directory whose owner has no id in this user
+            # namespace (EOVERFLOW): without these nothing could be written in the project.
+            with contextlib.suppress(OSError):
+                self.make_upper(project)
         self.level("/")
         self.bind_files()
         self.private_shm()
@@ -95,9 +101,14 @@ class Builder:
         return any(m.startswith(prefix) for m in self.mounts)
 
     def level(self, directory: str) -> None:
+        try:
+            names = sorted(os.listdir(directory))
+        except PermissionError:
+            self.unreadable(directory)
+            return
         skeleton = self.at(self.skeleton, directory)
         skeleton.mkdir(parents=True, exist_ok=True)
-        entries = self.fill_skeleton(directory, skeleton)
+        entries = self.fill_skeleton(directory, names, skeleton)
         error = self.overlay(directory, lower=str(skeleton))
         if error:
             raise RuntimeError(f"cannot overlay {directory}: {error}")
@@ -105,9 +116,21 @@ class Builder:
             with contextlib.suppress(FileNotFoundError):
                 self.entry(os.path.join(directory, name))
 
-    def fill_skeleton(self, directory: str, skeleton: Path) -> list[str]:
+    def unreadable(self, directory: str) -> None:
+        """A directory this user cannot list (e.g. /run/docker, 0700, while a container runs).
+
+        Shown as the user sees it: present, its contents out of reach (its parent's
+        skeleton holds it empty). Read-only, so that nothing is written where commit
+        could never put it.
+        """
+        target = str(self.at(self.root, directory))
+        error = _mount("--bind", target, target) or _mount("-o", "remount,bind,ro", target)
+        state = "empty and read-only" if error is None else f"empty ({error})"
+        self.log.append(f"{directory}: not readable by this user; {state} inside the sandbox")
+
+    def fill_skeleton(self, directory: str, names: list[str], skeleton: Path) -> list[str]:
         subdirs = []
-        for name in sorted(os.listdir(directory)):
+        for name in names:
             try:
                 if self.skeleton_entry(os.path.join(directory, name), skeleton / name):
                     subdirs.append(name)
@@ -204,6 +227,16 @@ class Builder:
         shm = str(self.at(self.root, "/dev/shm"))
         if os.path.isdir(shm):
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
+
+
+def _foreign_on_the_way(directory: str) -> bool:
+    """Whether a directory on the way to ``directory`` belongs to an unmapped user or group."""
+    path = Path(directory)
+    try:
+        return any(st.st_uid == OVERFLOW_ID or st.st_gid == OVERFLOW_ID
+                   for st in (os.stat(p) for p in [*reversed(path.parents), path]))
+    except OSError:
+        return False
 
 
 def others_in_namespace() -> bool:
@@ -304,7 +337,7 @@ def main(argv: list[str]) -> int:
     project = argv[2] if len(argv) > 2 else ""
     builder = Builder(sandbox)
     try:
-        builder.build()
+        builder.build(project)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
         return 1

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 from manager.engines.base import Check
+from manager.errors import WorkspaceError
+from manager.session import paths
 
 MIN_KERNEL = (5, 11)  # overlayfs inside a user namespace
+PROBE_IDLE_SECONDS = 60.0  # the trial's holder, should this process die before it stops it
 
 
 def checks() -> list[Check]:
@@ -20,7 +27,59 @@ def checks() -> list[Check]:
         result.append(userns)
         if userns.ok:
             result.append(_overlay_in_userns())
+    if all(c.ok for c in result):
+        result.append(trial())
     return result
+
+
+def trial() -> Check:
+    """One call the way every call goes: holder start, the lean entry, a write held in the
+    upper directory. In a scratch sandbox in the state directory, where sessions live."""
+    from manager.engines import overlay
+
+    name = f"workspace-probe-{secrets.token_hex(4)}"
+    try:
+        root = paths.state_home() / "probe"
+        root.mkdir(parents=True, exist_ok=True)
+        sandbox = Path(tempfile.mkdtemp(prefix="overlay-", dir=root))
+    except (OSError, WorkspaceError) as exc:
+        return Check(overlay.TRIAL_CHECK, False, f"no scratch sandbox in the state directory: {exc}",
+                     "set XDG_STATE_HOME to a writable directory on a local filesystem")
+    try:
+        overlay.start_holder(sandbox, "", PROBE_IDLE_SECONDS, "probe")
+        argv = ["/bin/bash", str(overlay.ENTER_SCRIPT), str(sandbox), "probe", sys.executable, "/",
+                "", f"echo ok > /tmp/{name} && cat /tmp/{name}"]
+        proc = subprocess.run(argv, env=dict(os.environ, WORKSPACE_NO_FALLBACK="1"),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+        why = _failure(proc, held=(sandbox / "upperdir/tmp" / name).is_file())
+    except (WorkspaceError, subprocess.TimeoutExpired) as exc:
+        why = str(exc).split("\nhint:")[0]
+    finally:
+        _stop(sandbox)
+    leaked = Path("/tmp", name)
+    if leaked.exists():
+        leaked.unlink()
+        why = why or f"the write escaped to {leaked}"
+    return Check(overlay.TRIAL_CHECK, not why, why or "works",
+                 overlay.entry_fix(why) if why else "")
+
+
+def _failure(proc: subprocess.CompletedProcess[str], held: bool) -> str:
+    if proc.returncode != 0:
+        return (proc.stderr.strip() or f"exit {proc.returncode}").removeprefix("workspace: ")
+    if proc.stdout != "ok\n":
+        return f"the sandbox read back {proc.stdout!r}, not 'ok'"
+    return "" if held else "the write did not land in the upper directory"
+
+
+def _stop(sandbox: Path) -> None:
+    from manager.engines import overlay
+
+    pid = overlay.holder_pid(sandbox)
+    if pid is not None:
+        overlay._kill(pid)
+    with contextlib.suppress(OSError):
+        overlay.remove_tree(sandbox)
 
 
 def _linux() -> Check:
@@ -42,9 +101,9 @@ def _kernel() -> Check:
 def _tools() -> list[Check]:
     found = []
     for tool in ("unshare", "nsenter", "mount"):
-        path = shutil.which(tool) or (f"/usr/bin/{tool}" if os.path.exists(f"/usr/bin/{tool}") else None)
-        found.append(Check(f"{tool} installed", path is not None, path or "not found",
-                           "" if path else "install util-linux"))
+        path = shutil.which(tool)  # as every call finds it
+        found.append(Check(f"{tool} installed", path is not None, path or "not found on PATH",
+                           "" if path else "install util-linux and put it on PATH"))
     return found
 
 

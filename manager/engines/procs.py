@@ -99,12 +99,12 @@ def exit_status(returncode: int) -> int:
 
 
 def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None,
-             streams: Streams = (None, None, None)) -> int:
+             pass_fds: tuple[int, ...] = (), streams: Streams = (None, None, None)) -> int:
     """Run ``argv`` (a process whose death kills its whole tree); stdio inherited unless
     ``streams`` (``Popen``'s stdin/stdout/stderr) says otherwise."""
     stdin, stdout, stderr = streams
     proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent,  # noqa: PLW1509
-                            stdin=stdin, stdout=stdout, stderr=stderr)
+                            pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr)
     with forwarding(proc):
         try:
             return exit_status(proc.wait(timeout=timeout))

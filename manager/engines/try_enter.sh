@@ -26,11 +26,19 @@
 #   to ws/try.log, the command gets the caller's stderr back through fd 98, and
 #   the log is shown only when try failed before the command started.
 # - try's own process tree does not die with its caller: a pid namespace with
-#   --kill-child around it does (SIGKILL of the caller included). Unprivileged,
-#   that takes a user namespace, and try nests its own inside it.
-# Exit 125: the sandbox could not be entered; otherwise the command's status.
+#   --kill-child around it does, and unshare dies with this script (pdeathsig:
+#   SIGKILL of the caller included). Unprivileged, that takes a user namespace,
+#   and try nests its own inside it. unshare is not exec'd so that its own
+#   failure (namespaces refused) becomes 125 with a reason, not its exit 1.
+# Exit 125: the sandbox could not be entered (with a reason on stderr);
+# otherwise the command's status.
 S=$1 SESSION=$2 PY=$3 TRY=$4 FLAG=$5 CWD=${6:-$PWD} OUT=$7 CMD=$8
 WS=$S/ws
+
+fail() {
+    echo "workspace: the try sandbox of session $SESSION cannot be entered: $*" >&2
+    exit 125
+}
 
 fallback() {
     if [[ -n $WORKSPACE_NO_FALLBACK ]]; then
@@ -41,10 +49,10 @@ fallback() {
 }
 
 [[ -d $WS/tmp ]] || fallback
-exec 9>"$WS/lock" || exit 125
+{ exec 9>"$WS/lock"; } 2>/dev/null || fail "cannot open its lock $WS/lock"
 if ! flock -w 2 9; then
     echo "workspace: waiting for another command in this try sandbox (try runs one at a time)" >&2
-    flock 9 || exit 125
+    flock 9 || fail "cannot lock $WS/lock"
 fi
 # Debris of a call that died: try refuses a temproot holding anything but
 # directories. Looked for in-process (globstar does not follow symlinks), so
@@ -60,8 +68,9 @@ leftovers=("$WS"/tmp/*)
 (( ${#leftovers[@]} )) && rm -rf -- "${leftovers[@]}"
 shopt -u globstar dotglob nullglob
 : >"$WS/last-used"
-if [[ -n $OUT ]]; then exec 97>"$OUT" || exit 125; fi
-exec 96>"$WS/started" 98>&2 || exit 125
+if [[ -n $OUT ]]; then { exec 97>"$OUT"; } 2>/dev/null || fail "cannot write $OUT"; fi
+{ exec 96>"$WS/started"; } 2>/dev/null || fail "cannot write $WS/started"
+exec 98>&2
 
 # Restored inside: the caller's TMPDIR (try v0.2.0 leaks its mktemp files, so
 # they go to ws/tmp) and TRY_SHELL.
@@ -80,11 +89,14 @@ unset EXECID try_remove_log try_mount_log TMPDIR TRY_SHELL
 [[ -n $__WS_TMPDIR_SET ]] && export TMPDIR=$__WS_TMPDIR
 [[ -n $__WS_TRY_SHELL_SET ]] && export TRY_SHELL=$__WS_TRY_SHELL
 if ! cd -- "$__WS_CWD" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; running in /\n" "$__WS_CWD" >&2
-    cd /
+    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$__WS_CWD" >&2
+    exit 125
 fi
 __ws_cmd=$__WS_CMD
 unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __WS_TRY_SHELL_SET
+# Job control: the command runs in a process group of its own, so `kill 0` in it
+# cannot signal the process group of the caller (the client shell).
+set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd"
@@ -97,13 +109,13 @@ LINE='if [ -n "$BASH_VERSION" ]; then eval "$__WS_INNER"; else exec /bin/bash -c
 
 # pid 1 of the new namespace (sh: starts fastest): runs try, reports try's own failures.
 # A pid namespace needs CAP_SYS_ADMIN: real root has it, others get it in a user namespace.
-cd / || exit 125
+cd / || fail "cannot enter /"
 USERNS=(--user --map-root-user)
 (( EUID == 0 )) && USERNS=()
 # try v0.2.0 now and then fails to mount /tmp right after the previous call's
 # overlay went away (its scripts live there): it never started the command,
 # so running it again is safe.
-exec unshare "${USERNS[@]}" --pid --fork --kill-child -- /bin/sh -c '
+setpriv --pdeathsig KILL unshare "${USERNS[@]}" --pid --fork --kill-child -- /bin/sh -c '
 for attempt in 1 2 3; do
     "$1" "$2" "$3" "$5" 2>"$4/try.log"
     rc=$?
@@ -114,3 +126,8 @@ done
 echo "workspace: try failed before running the command (exit $rc):" >&2
 tail -n 5 "$4/try.log" >&2
 exit 125' sh "$TRY" "$FLAG" "$S" "$WS" "$LINE"
+rc=$?
+# Nothing started and not try's own report (125): unshare itself failed, its message is above.
+[[ -s $WS/started ]] || (( rc == 125 )) || fail "unshare ${USERNS[*]} --pid failed (exit $rc)" \
+    "(are user namespaces allowed? see \`workspace doctor --engine try\`)"
+exit $rc

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from manager.engines import overlay_probe
 from manager.engines.base import Check
+from manager.fsutil import remove_tree
 from manager.fsutil import write_atomic
 
 INSTALL_HINT = ("install binpash/try (https://github.com/binpash/try): put its `try` script "
@@ -99,6 +101,8 @@ def cached(path: Path, cache: Path) -> TryInfo:
     except (OSError, ValueError, TypeError):
         pass
     info = inspect(path)
+    # Asked for before the sandbox is prepared too (a new plugin session builds its entry first).
+    cache.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(cache, json.dumps(asdict(info)).encode())
     return info
 
@@ -149,32 +153,59 @@ def _needs_getfattr(path: Path) -> bool:
 
 
 def trial(info: TryInfo) -> list[Check]:
-    """One call through our entry in a scratch sandbox: kernel, namespaces, overlay, try."""
-    from manager.engines import tryengine
+    """One call through our entry, in a scratch sandbox where sessions live (the state dir).
+
+    Not in $TMPDIR: try can only show a directory inside its sandbox when it could
+    overlay the top-level directory that holds it, and that is the state's, not /tmp's.
+    """
+    from manager.session import paths
 
     name = f"workspace-try-probe-{secrets.token_hex(4)}"
-    with tempfile.TemporaryDirectory(prefix="workspace-try-probe-") as tmp:
-        sandbox = Path(tmp)
-        tryengine.make_layout(sandbox)
-        argv = tryengine.entry_command(sandbox, "probe", info, "/", None,
-                                       f"echo ok > /tmp/{name} && cat /tmp/{name}")
-        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, env=env,
-                                  stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            return [Check("trial run", False, f"no answer within {PROBE_TIMEOUT:.0f} s",
-                          "run `try -n true` by hand to see where it hangs")]
-        held = (sandbox / "upperdir/tmp" / name).exists()
-        hidden = _hidden_directories(sandbox)
-        leaked = Path("/tmp", name).exists()
-        if leaked:
-            Path("/tmp", name).unlink()
-        tryengine.remove_tree(sandbox)
-    ok = proc.returncode == 0 and proc.stdout == "ok\n" and held and not leaked
+    paths.state_home().mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="try-probe-", dir=paths.state_home()))
+    try:
+        proc, held, hidden = _trial_call(info, scratch, name)
+    finally:
+        cleanup = _remove_scratch(scratch)
+    if proc is None:
+        return [Check("trial run in a scratch sandbox", False,
+                      f"no answer within {PROBE_TIMEOUT:.0f} s",
+                      "run `try -n true` by hand to see where it hangs"), *cleanup]
+    ok = proc.returncode == 0 and proc.stdout == "ok\n" and held
     detail = "works" if ok else (proc.stderr.strip() or f"exit {proc.returncode}")[-300:]
-    return [Check("trial run in a scratch sandbox", ok, detail, "" if ok else _trial_fix(detail)),
-            _visibility(hidden)]
+    fix = "" if ok else _trial_fix(detail, scratch)
+    return [Check("trial run in a scratch sandbox", ok, detail, fix), _visibility(hidden),
+            *cleanup]
+
+
+def _trial_call(info: TryInfo, scratch: Path,
+                name: str) -> tuple[subprocess.CompletedProcess[str] | None, bool, list[str]]:
+    """The entry every call takes, writing ``scratch/name``: held in the upper dir, not real."""
+    from manager.engines import tryengine
+
+    sandbox = scratch / "sandbox"
+    tryengine.make_layout(sandbox)
+    target = shlex.quote(str(scratch / name))
+    argv = tryengine.entry_command(sandbox, "probe", info, "/", None,
+                                   f"echo ok > {target} && cat {target}")
+    env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, False, []
+    upper = sandbox / "upperdir" / str(scratch).lstrip("/") / name
+    held = upper.exists() and not (scratch / name).exists()
+    return proc, held, _hidden_directories(sandbox)
+
+
+def _remove_scratch(scratch: Path) -> list[Check]:
+    try:
+        remove_tree(scratch)
+    except OSError as exc:
+        return [Check("scratch sandbox removed", False, f"{scratch}: {exc}",
+                      f"remove {scratch} by hand")]
+    return []
 
 
 def _hidden_directories(sandbox: Path) -> list[str]:
@@ -183,7 +214,8 @@ def _hidden_directories(sandbox: Path) -> list[str]:
         log = (sandbox / tryengine_ours() / "try.log").read_text(errors="replace")
     except OSError:
         return []
-    return sorted(set(re.findall(r"Failed mounting (/\S*) as an overlay", log)))
+    # "... as an overlay and mergerfs or unionfs not set", "... via mergerfs" (main, v0.2.0)
+    return sorted(set(re.findall(r"Failed mounting (/\S*) (?:as an overlay|via )", log)))
 
 
 def tryengine_ours() -> str:
@@ -193,19 +225,35 @@ def tryengine_ours() -> str:
 
 
 def _visibility(hidden: list[str]) -> Check:
-    """try leaves a directory with mounts below it empty unless mergerfs/unionfs is installed."""
+    """try leaves a directory with mounts below it empty unless its union helper works."""
     here = [str(Path.cwd()), str(Path.home())]
     blind = [d for d in hidden if any(p == d or p.startswith(d.rstrip("/") + "/") for p in here)]
+    why = _union_helper_problem()
     detail = ("every directory overlaid" if not hidden else
-              f"left empty inside try: {', '.join(hidden)}")
+              f"left empty inside try: {', '.join(hidden)}" + (f" ({why})" if why else ""))
     fix = ("" if not blind else
-           f"{', '.join(blind)} (this project or $HOME) would look empty inside try: install "
-           "mergerfs or unionfs-fuse, which try uses for directories with mounts inside them, "
-           "or use engine overlay")
+           f"{', '.join(blind)} (this project or $HOME) would look empty inside try: "
+           f"{why or 'see the try.log of a session'}; or use engine overlay")
     return Check("project and $HOME visible inside try", not blind, detail, fix)
 
 
-def _trial_fix(detail: str) -> str:
+def _union_helper_problem() -> str:
+    """Why try's mergerfs/unionfs (for directories with mounts below them) cannot work."""
+    if not (shutil.which("mergerfs") or shutil.which("unionfs")):
+        return "no mergerfs or unionfs-fuse: install mergerfs"
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return ("mergerfs cannot open /dev/fuse as this user: give it mode 0666, as Debian's "
+                "udev rules do (chmod 0666 /dev/fuse)")
+    return ""
+
+
+def _trial_fix(detail: str, scratch: Path) -> str:
+    if "temproot//" in detail:  # try's own files under DIR, looked for inside its sandbox
+        top = "/" + scratch.parts[1]
+        return (f"try could not overlay {top}, the top-level directory that holds workspace's "
+                f"state ({scratch.parent}): try never overlays /dev, and needs mergerfs for a "
+                "directory with mounts below it (a non-root user also needs a /dev/fuse it may "
+                "open). Set XDG_STATE_HOME to a directory elsewhere, or use engine overlay")
     if "overlay" in detail or "mount" in detail:
         return ("overlayfs must mount inside a user namespace (Linux >= 5.11, modprobe overlay); "
                 "or use engine overlay, podman or docker")

@@ -8,11 +8,9 @@ its ``upperdir/``. Our own files live in ``DIR/ws/``. Every call goes through
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -27,6 +25,7 @@ from manager.engines.base import first_failure
 from manager.engines.try_probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
+from manager.fsutil import remove_tree
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
@@ -65,7 +64,7 @@ class TryEngine:
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
         return procs.run_tree(self.entry_argv(session, request), env, request.timeout,
-                              request.streams())
+                              streams=request.streams())
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return entry_command(session.sandbox, session.id, self._info(session), request.cwd,
@@ -98,6 +97,38 @@ def make_layout(sandbox: Path) -> None:
     """try's DIR (idempotent); try would make the rest, but ``ws/tmp`` marks it prepared."""
     for sub in ("upperdir", "workdir", "temproot", f"{OURS}/tmp"):
         (sandbox / sub).mkdir(parents=True, exist_ok=True)
+    for path, mode in shared_writable_dirs():
+        upper = sandbox / "upperdir" / path.lstrip("/")
+        if not upper.is_dir():
+            upper.mkdir(parents=True, exist_ok=True)
+            os.chmod(upper, mode)
+
+
+def shared_writable_dirs() -> list[tuple[str, int]]:
+    """Shared (sticky, world-writable) directories one level down that others own: /var/tmp.
+
+    Unprivileged, try's overlay cannot copy such a directory up (its owner is not mapped
+    in the user namespace), so creating a file there fails although the user may do it
+    outside. Present in the upper layer beforehand, it needs no copy-up.
+    """
+    if os.geteuid() == 0:
+        return []
+    found = []
+    for top in _top_level_dirs():
+        if top in ("/proc", "/sys", "/dev") or os.path.islink(top):
+            continue
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    shared = st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_ISVTX
+                    if shared and st.st_uid != os.getuid():
+                        found.append((entry.path, stat.S_IMODE(st.st_mode)))
+        except OSError:
+            continue
+    return found
 
 
 def entry_command(sandbox: Path, session_id: str, info: TryInfo, cwd: str,
@@ -126,7 +157,8 @@ def busy(sandbox: Path) -> bool:
 def scaffold() -> frozenset[str]:
     """Directories try makes in the upper layer for its mounts (modes may differ: v0.2.0)."""
     found = set()
-    for path in (*_top_level_dirs(), *_mount_points()):
+    shared = [path for path, _ in shared_writable_dirs()]
+    for path in (*_top_level_dirs(), *_mount_points(), *shared):
         found.add(path)
         found.update(str(p) for p in Path(path).parents if str(p) != "/")
     return frozenset(found)
@@ -152,20 +184,3 @@ def _mount_points() -> list[str]:
             found.append(target)
     return found
 
-
-def remove_tree(root: Path) -> None:
-    """rmtree that first opens up read-only directories (try copies modes up)."""
-
-    def retry(func: object, path: str, _exc: object) -> None:
-        parent = os.path.dirname(path)
-        with contextlib.suppress(OSError):
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-        if callable(func):
-            func(path)
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(root, onexc=retry)
-    else:
-        shutil.rmtree(root, onerror=retry)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from manager.changes import meta
 from manager.changes.display import display_path
 from manager.changes.model import Change
+from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.review import lines as lines_mod
 from manager.review.gitview import GitView
@@ -16,9 +19,9 @@ from manager.review.grouping import Entry
 from manager.review.grouping import Groups
 
 COLOUR = {Kind.ADDED: "green", Kind.MODIFIED: "yellow", Kind.MODE: "yellow",
-          Kind.DELETED: "red", Kind.REPLACED: "blue"}
-SHORT = {Kind.ADDED: "A", Kind.MODIFIED: "M", Kind.MODE: "M", Kind.DELETED: "D",
-         Kind.REPLACED: "T"}
+          Kind.XATTRS: "yellow", Kind.DELETED: "red", Kind.REPLACED: "blue"}
+SHORT = {Kind.ADDED: "A", Kind.MODIFIED: "M", Kind.MODE: "M", Kind.XATTRS: "M",
+         Kind.DELETED: "D", Kind.REPLACED: "T"}
 MAX_COUNTED = 2000     # above this many project files, lines are not counted
 LIST_OUTSIDE = 3       # an outside group with at most this many entries is listed
 
@@ -146,7 +149,29 @@ def _ref_text(ref: RefChange) -> str:
 
 def _entry_line(entry: Entry, project: Path, paint: Paint) -> str:
     label = f"{entry.change.kind.value}:".ljust(10)
-    return paint(f"  {label} {_label(entry, project)}", COLOUR[entry.change.kind])
+    line = paint(f"  {label} {_label(entry, project)}{_type_note(entry.change)}",
+                 COLOUR[entry.change.kind])
+    if entry.change.special:
+        line = paint(f"  {label} {_label(entry, project)}{_special_note(entry.change)}", "red")
+    # Powerful entries are never hidden in a collapsed directory's count.
+    below = [paint(f"  {c.kind.value + ':':10} {display_path(c, project)}{_special_note(c)}",
+                   "red") for c in entry.members[1:] if c.special]
+    return "\n".join([line, *below])
+
+
+def _special_note(change: Change) -> str:
+    return f"  [{', '.join(change.special)}: commit needs --allow-special]"
+
+
+def _type_note(change: Change) -> str:
+    """Fifos and sockets by name: "added: x" alone reads as a file."""
+    if change.new_type is not EntryType.OTHER:
+        return ""
+    try:
+        name = meta.type_name(os.lstat(change.upper).st_mode)
+    except OSError:
+        return ""
+    return f"  [{name}]" if name else ""
 
 
 def _label(entry: Entry, project: Path) -> str:

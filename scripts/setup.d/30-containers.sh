@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Container engines for workspace: docker (Debian docker.io) and podman (rootful, runc),
-# plus the locally built sandbox image (no registry needed). Idempotent; run as root.
+# Container engines for workspace: docker (Debian docker.io) and podman (rootful and rootless,
+# runc), plus the locally built sandbox image (no registry needed). Idempotent; run as root.
+# An ordinary account's rootless podman gets its own image from 60-user-images.sh.
 #   bash scripts/setup.d/30-containers.sh            # install + start dockerd + build images
 #   WORKSPACE_SKIP_IMAGES=1 bash ...                  # skip the image build
 set -euo pipefail
@@ -18,7 +19,7 @@ die() { printf '[30-containers] ERROR: %s\n' "$*" >&2; exit 1; }
 # --no-install-recommends keeps needrestart/apparmor out; what podman and docker really need at
 # runtime here is listed explicitly (CNI plugins for podman 4.3 networking, slirp4netns, tini/catatonit).
 PKGS=(docker.io containerd runc tini podman conmon catatonit slirp4netns containernetworking-plugins
-      fuse-overlayfs uidmap iptables debootstrap attr xz-utils ca-certificates
+      fuse-overlayfs uidmap iptables mmdebstrap attr xz-utils ca-certificates
       docker-compose)  # v1 (1.29.2, `docker-compose`): the v2 `docker compose` plugin is not in Debian 12
 
 missing=()
@@ -78,6 +79,26 @@ else
     say "podman: $CONF already configured"
 fi
 
+# Storage: overlay for every user. Without this file Debian's podman gives ordinary users vfs,
+# which copies the whole image for each container (~30 s per session start, ~0.5 GB each).
+# root's store is overlay already; an account whose store is vfs keeps it until
+# `podman system reset` (podman refuses to switch a store's driver).
+STORAGE=/etc/containers/storage.conf
+WANT_STORAGE='# written by workspace scripts/setup.d/30-containers.sh
+[storage]
+driver = "overlay"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+'
+if [ -f "$STORAGE" ] && ! grep -q 'written by workspace' "$STORAGE"; then
+    say "podman: $STORAGE exists (not ours): left alone"
+elif ! cmp -s <(printf '%s' "$WANT_STORAGE") "$STORAGE" 2>/dev/null; then
+    printf '%s' "$WANT_STORAGE" > "$STORAGE"
+    say "podman: wrote $STORAGE (overlay storage, rootless too)"
+else
+    say "podman: $STORAGE already configured"
+fi
+
 # --- 3. dockerd ----------------------------------------------------------------------------
 docker_ok() { timeout 10 docker info >/dev/null 2>&1; }
 if docker_ok; then
@@ -103,7 +124,8 @@ fi
 if [ "${WORKSPACE_SKIP_IMAGES:-0}" = 1 ]; then
     say "images: skipped (WORKSPACE_SKIP_IMAGES=1)"
 else
-    bash "$REPO/images/build.sh" --engine all
+    WORKSPACE_IMAGE_CACHE=${WORKSPACE_IMAGE_CACHE:-$REPO/.cache/images} \
+        bash "$REPO/manager/images/build.sh" --engine all
     # What the podman/docker engines need, checked here so a broken engine fails setup, not tests.
     for engine in docker podman; do
         out=$("$engine" run --rm --pull never --network none workspace-sandbox:latest true 2>&1) \

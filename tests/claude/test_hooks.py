@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from manager import config
 from manager.claude import state
 from manager.session import store
 
@@ -125,7 +126,8 @@ def test_background_calls_run_and_do_not_move_the_cwd(claude: Claude) -> None:
 
 def test_passthrough_own_scripts_and_one_shot_bypass(claude: Claude) -> None:
     claude.start()
-    assert claude.pre_bash("git status").json == {}
+    assert claude.pre_bash("gh pr list").json == {}
+    assert claude.pre_bash("git status").command.startswith("GIT_OPTIONAL_LOCKS=0 ")  # sandboxed
     assert claude.pre_bash(f"{REPO}/bin/workspace status").json == {}
     assert claude.pre_bash("ls").decision == "allow"                 # sandboxed by default
     state.arm_bypass("sess-1")
@@ -144,7 +146,10 @@ def test_model_cannot_bypass_unless_configured(claude: Claude, ws: Any) -> None:
                               "sess-1"], cwd=claude.project, env=env, capture_output=True,
                              text=True)
     assert refused.returncode == 1 and "refusing" in refused.stderr
-    (claude.project / ".workspace.yaml").write_text("plugin:\n  allow_model_bypass: true\n")
+    project_file = claude.project / ".workspace.yaml"
+    project_file.write_text("plugin:\n  allow_model_bypass: true\n")    # not trusted: ignored
+    assert "updatedInput" in claude.pre_bash("touch x", dangerouslyDisableSandbox=True).spec
+    config.set_trust(project_file, True)                                 # the user's say-so
     assert "updatedInput" not in claude.pre_bash("touch x", dangerouslyDisableSandbox=True).spec
 
 
@@ -356,7 +361,7 @@ def test_passthrough_still_obeys_the_users_rules(claude: Claude) -> None:
     settings.parent.mkdir()
     settings.write_text(json.dumps({"permissions": {"deny": ["Bash(git log:*)"],
                                                     "ask": ["Bash(docker ps:*)"]}}))
-    assert claude.pre_bash("git status").json == {}          # the client's own flow
+    assert claude.pre_bash("gh pr list").json == {}          # the client's own flow
     denied = claude.pre_bash("sudo git log")                   # a rule the client cannot see
     assert denied.decision == "deny" and "Bash(git log:*)" in \
         denied.spec["permissionDecisionReason"]

@@ -9,7 +9,7 @@ ALLOWED = list(passthrough.DEFAULT) + list(passthrough.READ_ONLY)
 
 
 @pytest.mark.parametrize("command", [
-    "git status", "git status && git diff", "gh pr list", "ls -la | grep x", "git log 2>&1",
+    "gh pr list && gh pr view 2", "gh pr list", "ls -la | grep x", "gh pr list 2>&1",
     "find . -name '*.py'", "command -v git", "env", "echo hi 2>/dev/null",
 ])
 def test_passes(command: str) -> None:
@@ -20,7 +20,7 @@ def test_passes(command: str) -> None:
     "ls && rm -rf x", "cat a > b", "echo $(rm x)", "git commit -m \"$(cat m)\"", "echo `id`",
     "find . -delete", "find . -exec rm {} +", "rg --pre cat x", "env rm x", "command rm x",
     "/tmp/evil/git status", "GIT_DIR=x git status", "(git status)", "cat <<EOF\nx\nEOF",
-    "git status; make", "", "echo 'open",
+    "git status; make", "", "echo 'open", "git status", "git log 2>&1",
 ])
 def test_sandboxed(command: str) -> None:
     assert not passthrough.passes(shell.parse(command), ALLOWED)
@@ -28,7 +28,8 @@ def test_sandboxed(command: str) -> None:
 
 def test_read_only_commands_are_sandboxed_by_default() -> None:
     assert not passthrough.passes(shell.parse("cat f"), passthrough.DEFAULT)
-    assert passthrough.passes(shell.parse("git status"), passthrough.DEFAULT)
+    assert passthrough.passes(shell.parse("docker ps"), passthrough.DEFAULT)
+    assert not passthrough.passes(shell.parse("git status"), ["git"])   # git never passes
 
 
 def test_own_scripts() -> None:
@@ -84,15 +85,10 @@ def test_fail_open_paths_are_sandboxed(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", [
-    "git status", "git status -uno", "git --no-pager log --oneline -5", "git -P diff HEAD~1",
-    "git diff --stat", "git show HEAD", "git branch", "git branch -a -vv", "git branch --list 'f*'",
-    "git tag", "git tag -l 'v*'", "git remote -v", "git remote get-url origin",
-    "git stash list", "git config --get user.name", "git config -l", "git config get user.name",
-    "git rev-parse --show-toplevel", "git ls-files", "git blame f", "git log --format=%H",
-    "gh pr list", "gh pr view 1", "gh issue create -t x -b y", "gh api repos/o/r",
+    "gh pr list", "gh pr view 1", "gh api repos/o/r",
     "gh run view 1 --log", "gh --version", "gh auth status",
     "docker ps -a", "docker run --rm -it alpine true", "docker logs -f c", "podman images",
-    "sudo git status", "sudo -n docker ps",
+    "sudo docker ps", "sudo -n docker ps",
 ])
 def test_safe_forms_pass(command: str) -> None:
     assert passthrough.passes(shell.parse(command), passthrough.DEFAULT), command

@@ -80,13 +80,15 @@ def test_cd_persists_across_calls(claude_env: ClaudeEnv, project_dir: Path) -> N
     assert not (project_dir / "sub" / "only").exists()
 
 
-def test_git_status_passes_through(claude_env: ClaudeEnv, project_dir: Path) -> None:
+def test_git_status_shows_the_sandboxs_view(claude_env: ClaudeEnv, project_dir: Path) -> None:
+    """git runs in the sandbox: the agent's git sees the agent's changes (issue 14)."""
     subprocess.run(["git", "init", "-q", str(project_dir)], check=True)
     (project_dir / "real.txt").write_text("r\n")
     steps = [Bash("echo s > sandboxed.txt"), Bash("git status --short"), "done"]
     result = run(claude_env, project_dir, steps)
     status = result.tool_results()[1].content
-    assert "real.txt" in status and "sandboxed.txt" not in status, result.describe()
+    assert "real.txt" in status and "sandboxed.txt" in status, result.describe()
+    assert not (project_dir / "sandboxed.txt").exists()
 
 
 def test_a_broken_session_denies(claude_env: ClaudeEnv, project_dir: Path) -> None:

@@ -1,15 +1,19 @@
 """The engine behaviour suite runs once per engine.
 
 Locally an engine that cannot run here is skipped with its reason. In CI
-(``CI`` set) only the try engine may skip: a missing container engine or a
-broken overlay engine is a failure.
+(``CI`` set) nothing skips: a missing engine (either form of try included) or a
+broken one is a failure. try runs once per form (see tryforms).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import pwd
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,31 +21,43 @@ from manager import config
 from manager.engines import registry
 from manager.errors import EngineUnavailable
 from manager.session import store
+from tests.engines import tryforms
 
+ENGINES = ["overlay", *tryforms.FORMS, "podman", "docker", "docker-volume"]
+MAY_SKIP_IN_CI: set[str] = set()
+CONTAINER_ENGINES = {"podman", "docker"}
 # "<engine>-volume": a container engine in volume mode (container.upper: volume), which hosts
 # that cannot hold an overlay use; forced here, where the host mode works too.
 VOLUME_SUFFIX = "-volume"
-# Every engine of the registry's one table, and docker once more in volume mode.
-ENGINES = [*registry.ENGINES, "docker" + VOLUME_SUFFIX]
-MAY_SKIP_IN_CI = {"try"}
-CONTAINER_ENGINES = set(registry.CONTAINER_ENGINES)
 
 
 def engine_cli(name: str) -> str:
-    """The engine a parametrisation id runs ("docker-volume" -> "docker")."""
-    return name.removesuffix(VOLUME_SUFFIX)
-SYSTEM_ENGINES = [n for n in registry.ENGINES if n not in CONTAINER_ENGINES]  # containers: project only
+    """The engine a parametrisation id runs ("docker-volume" -> "docker", "try-main" -> "try")."""
+    return "try" if name in tryforms.FORMS else name.removesuffix(VOLUME_SUFFIX)
+
+
+SYSTEM_ENGINES = ["overlay", *tryforms.FORMS]  # container engines overlay only the project
 
 
 def _unavailable(name: str) -> str | None:
+    if name == "try":  # a real call through try each time: once per script is enough
+        return _try_unavailable(os.environ.get(tryforms.PATH_SETTING, ""))
     try:
-        return registry.make(name, config.load(None)).health_check()
+        return registry.get(name)(config.load(None)).health_check()
     except EngineUnavailable as exc:
         return str(exc)
 
 
+@functools.cache
+def _try_unavailable(path: str) -> str | None:
+    return registry.get("try")(config.load(None)).health_check()
+
+
 def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     engine = engine_cli(name)
+    _keep_user_storage(engine, monkeypatch)
+    if name in tryforms.FORMS:
+        tryforms.use(name, monkeypatch)  # before the health check, which reads try.path
     reason = _unavailable(engine)
     if reason:
         if os.environ.get("CI") and engine not in MAY_SKIP_IN_CI:
@@ -54,6 +70,12 @@ def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
+def _keep_user_storage(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rootless podman keeps its images under the data home: the test's fake HOME has none."""
+    if engine == "podman" and os.getuid() != 0 and not os.environ.get("XDG_DATA_HOME"):
+        monkeypatch.setenv("XDG_DATA_HOME", str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/share"))
+
+
 @pytest.fixture(params=ENGINES)
 def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = _use(request.param, monkeypatch)
@@ -63,8 +85,12 @@ def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def _remove_containers(cli: str) -> None:
-    """The test's session containers (one per session, reused across its calls) and volumes."""
+    """The test's session containers (one per session, reused across its calls) and volumes.
+
+    Then the overlay work dirs, which the engine's root owns, so pytest can remove tmp dirs.
+    """
     sessions, _ = store.list_sessions()
+    engine = registry.get(cli)(config.load(None))
     for session in sessions:
         label = f"label=org.workspace.session={session.id}"
         ids = subprocess.run([cli, "ps", "-aq", "--filter", label],
@@ -72,6 +98,8 @@ def _remove_containers(cli: str) -> None:
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
         subprocess.run([cli, "volume", "rm", f"workspace-{session.id}"], capture_output=True)
+        with contextlib.suppress(EngineUnavailable):
+            engine.clear_work(session)
 
 
 @pytest.fixture(params=SYSTEM_ENGINES)

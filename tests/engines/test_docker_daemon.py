@@ -22,6 +22,7 @@ def _dockerd_pid() -> int | None:
     return pids[0] if len(pids) == 1 else None
 
 
+@pytest.mark.needs_root   # stops the host's dockerd
 def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
     if not (os.environ.get("CI") or os.environ.get("WS_TEST_STOP_DOCKERD")):
         pytest.skip("stops the host's dockerd: set WS_TEST_STOP_DOCKERD=1 (CI does)")

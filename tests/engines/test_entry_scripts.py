@@ -6,6 +6,7 @@ the constants; these tests read the scripts and hold them to the Python side.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -60,8 +61,9 @@ def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: p
     inside.mkdir()
     cwd_file = tmp_path / "call.cwd"
     cwd_file.write_text(f"{inside}\n")
-    done = subprocess.run(["bash", "-c", '. "$0" 0 "$1" "$2"; echo "rc=$? pwd=$PWD"',
-                           rewrite.FINISH, str(session_dir), str(cwd_file)],
+    state_dir = os.path.realpath(state.paths.state_root())
+    done = subprocess.run(["bash", "-c", '. "$0" 0 "$1" "$2" "$3"; echo "rc=$? pwd=$PWD"',
+                           rewrite.FINISH, str(session_dir), str(cwd_file), state_dir],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == f"rc=0 pwd={inside}"
     assert state.read_cwd("fin-1") == (str(inside), str(inside))

@@ -76,6 +76,7 @@ def test_entry_without_fallback_fails_closed(ws, project: Path):
     ws("run", "--", "true", check=True)
     sandbox = _session(project).sandbox
     os.kill(overlay.holder_pid(sandbox), signal.SIGKILL)
+    wait_until(lambda: overlay.holder_pid(sandbox) is None)  # SIGKILL lands when it is scheduled
     env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
     proc = subprocess.run(_entry(project, "touch should-not-exist"), env=env,
                           capture_output=True, text=True, cwd=project)

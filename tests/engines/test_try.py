@@ -1,9 +1,8 @@
 """The try engine: interface detection, quoting, a reused sandbox, interop with try itself.
 
-Parsing tests run everywhere on recorded usage text. Tests that need the real
-binpash/try skip with the reason when it is absent (as in CI). Set
-``TRY_TEST_SCRIPTS`` (paths, ``:``-separated) to check detection on several
-copies of try; by default the ``try`` on PATH is used.
+Parsing tests run everywhere on recorded usage text. Tests against the real
+binpash/try run once per form (main: ``-N DIR``, v0.2.0: ``-D DIR``; see
+tryforms): locally a missing form skips with the reason, in CI it fails.
 """
 
 from __future__ import annotations
@@ -11,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ import pytest
 from manager import config
 from manager.engines import try_probe
 from manager.engines import tryengine
+from tests.engines import tryforms
 
 USAGE_V020 = """\
 Usage: try [-nvhy] [-i PATTERN] [-D DIR] [-U PATH] CMD [ARG ...]
@@ -106,7 +107,7 @@ def test_auto_falls_back_and_records_why(ws, project: Path, tmp_path: Path):
     if reason := _overlay_works():
         pytest.skip(f"the overlay engine (the fallback) cannot run here: {reason}")
     script = _fake_try(tmp_path, "Usage: try [-x] CMD\n")
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     ws("run", "--", "true", check=True)
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
     assert session["engine"] == "overlay"
@@ -119,7 +120,7 @@ def test_try_failing_before_the_command_is_reported_with_its_output(ws, project:
     if reason := _overlay_works():  # the same namespaces wrap try
         pytest.skip(f"user namespaces unavailable: {reason}")
     script = _fake_try(tmp_path, USAGE_MAIN, run='echo "given sandbox is invalid" >&2; exit 1')
-    (project / ".workspace.yaml").write_text(f"try:\n  path: {script}\n")
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     proc = ws("run", "--engine", "try", "--", "echo", "never")
     assert proc.returncode == 125
     assert "try failed before running the command" in proc.stderr
@@ -127,33 +128,28 @@ def test_try_failing_before_the_command_is_reported_with_its_output(ws, project:
     assert "never" not in proc.stdout
 
 
-# -- against the real try ------------------------------------------------------------
+# -- against the real try, both forms ---------------------------------------------------
 
-def _real_scripts() -> list[str]:
-    listed = os.environ.get("TRY_TEST_SCRIPTS")
-    if listed:
-        return [p for p in listed.split(":") if p]
-    found = shutil.which("try")
-    return [found] if found else []
-
-
-@pytest.mark.parametrize("script", _real_scripts() or ["<absent>"])
-def test_detection_of_a_real_try(script: str):
-    if script == "<absent>":
-        pytest.skip("binpash/try is not installed here (set TRY_TEST_SCRIPTS or put try on PATH)")
-    info = try_probe.inspect(Path(script))
-    getopts = re.search(r'getopts\s+"([^"]+)"', Path(script).read_text()).group(1)
-    assert info.flag == ("-N" if "N:" in getopts else "-D")
-    assert "D:" in getopts if info.flag == "-D" else "N:" in getopts
+@pytest.mark.parametrize("form", list(tryforms.FORMS))
+def test_detection_of_a_real_try(form: str):
+    script = tryforms.require(form)
+    info = try_probe.inspect(script)
+    getopts = re.search(r'getopts\s+"([^"]+)"', script.read_text()).group(1)
+    assert info.flag == tryforms.FORMS[form]
+    assert ("N:" if info.flag == "-N" else "D:") in getopts
 
 
-@pytest.fixture
-def real_try(monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(params=list(tryforms.FORMS))
+def real_try(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test below runs once per form of try, through ``try.path``; never skips in CI."""
+    script = tryforms.use(request.param, monkeypatch)
     reason = tryengine.TryEngine(config.load(None)).health_check()
     if reason:
-        pytest.skip(f"binpash/try unavailable here: {reason}")
+        if os.environ.get("CI"):
+            pytest.fail(f"binpash/try {request.param} must work in CI: {reason}")
+        pytest.skip(f"binpash/try {request.param} unavailable here: {reason}")
     monkeypatch.setenv("WORKSPACE_ENGINE", "try")
-    return "try"
+    return script
 
 
 def _sandbox(tmp_path: Path) -> Path:
@@ -177,7 +173,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("script", HOSTILE)
-def test_hostile_quoting_runs_as_bash_would(ws, project: Path, real_try: str, script: str):
+def test_hostile_quoting_runs_as_bash_would(ws, project: Path, real_try: Path, script: str):
     expected = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                               cwd=project)
     proc = ws("run", "-c", script)
@@ -185,18 +181,18 @@ def test_hostile_quoting_runs_as_bash_would(ws, project: Path, real_try: str, sc
         expected.returncode, expected.stdout, expected.stderr)
 
 
-def test_hostile_argv_survives(ws, real_try: str):
+def test_hostile_argv_survives(ws, real_try: Path):
     args = ["a b", "it's", '"q"', "$HOME", "`x`", "*", "a\\nb", "semi;colon", "&&", "new\nline"]
     proc = ws("run", "--", "printf", "%s|", *args, check=True)
     assert proc.stdout == "|".join(args) + "|"
 
 
-def test_globs_see_the_sandbox(ws, project: Path, real_try: str):
+def test_globs_see_the_sandbox(ws, project: Path, real_try: Path):
     ws("run", "-c", "touch a.txt b.txt", check=True)
     assert ws("run", "-c", "echo *.txt", check=True).stdout == "README.txt a.txt b.txt\n"
 
 
-def test_environment_has_no_try_or_wrapper_leftovers(ws, project: Path, real_try: str):
+def test_environment_has_no_try_or_wrapper_leftovers(ws, project: Path, real_try: Path):
     env = dict(os.environ, TMPDIR="/custom/tmp", WORKSPACE_ENGINE="try")
     env.pop("TRY_SHELL", None)
     proc = subprocess.run([sys.executable, "-m", "manager", "run", "-c",
@@ -216,7 +212,7 @@ def _no_temproot_debris(sandbox: Path) -> list[str]:
 
 
 def test_twenty_sequential_calls_in_one_sandbox(ws, project: Path, tmp_path: Path,
-                                                real_try: str):
+                                                real_try: Path):
     for i in range(20):
         proc = ws("run", "-c", f"echo {i} > seq-{i}.txt && cat seq-{i}.txt")
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{i}\n", ""), i
@@ -225,7 +221,7 @@ def test_twenty_sequential_calls_in_one_sandbox(ws, project: Path, tmp_path: Pat
     assert _no_temproot_debris(_sandbox(tmp_path)) == []
 
 
-def test_eight_parallel_calls_lose_nothing(ws, project: Path, tmp_path: Path, real_try: str):
+def test_eight_parallel_calls_lose_nothing(ws, project: Path, tmp_path: Path, real_try: Path):
     ws("run", "--", "true", check=True)
     # The same new directories in every call: parallel copy-ups of one parent are the hard case.
     procs = [subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
@@ -241,7 +237,7 @@ def test_eight_parallel_calls_lose_nothing(ws, project: Path, tmp_path: Path, re
     assert _no_temproot_debris(_sandbox(tmp_path)) == []
 
 
-def test_debris_of_a_killed_call_is_cleared(ws, tmp_path: Path, real_try: str):
+def test_debris_of_a_killed_call_is_cleared(ws, tmp_path: Path, real_try: Path):
     ws("run", "--", "true", check=True)
     temproot = _sandbox(tmp_path) / "temproot"
     # What a call killed mid-way leaves: try's symlinks for /bin and friends, its /dev files.
@@ -255,12 +251,10 @@ TRY_KINDS = {"added": "added", "created dir": "added", "modified": "modified",
              "deleted": "deleted", "replaced with dir": "replaced"}
 
 
-def _try_summary(sandbox: Path, tmp_path: Path) -> dict[str, str]:
+def _try_summary(script: Path, sandbox: Path, tmp_path: Path) -> dict[str, str]:
     tmp = tmp_path / "try-tmp"
     tmp.mkdir(exist_ok=True)
-    try_path = try_probe.find("")
-    assert try_path is not None
-    proc = subprocess.run([str(try_path), "summary", str(sandbox)], capture_output=True,
+    proc = subprocess.run([str(script), "summary", str(sandbox)], capture_output=True,
                           text=True, env=dict(os.environ, TMPDIR=str(tmp)))
     found = {}
     for line in proc.stdout.splitlines():
@@ -270,14 +264,8 @@ def _try_summary(sandbox: Path, tmp_path: Path) -> dict[str, str]:
     return found
 
 
-def _real_flag() -> str:
-    path = try_probe.find("")
-    assert path is not None
-    return try_probe.inspect(path).flag
-
-
 def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
-                                             real_try: str):
+                                             real_try: Path):
     (project / "gone.txt").write_text("bye\n")
     (project / "olddir").mkdir()
     (project / "olddir/f").write_text("x")
@@ -287,12 +275,12 @@ def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
     ours = {c["path"]: c["kind"]
             for c in json.loads(ws("status", "--json", check=True).stdout)["changes"]
             if c["in_project"]}
-    theirs = {p: k for p, k in _try_summary(_sandbox(tmp_path), tmp_path).items()
+    theirs = {p: k for p, k in _try_summary(real_try, _sandbox(tmp_path), tmp_path).items()
               if Path(p) == project or project in Path(p).parents}
     assert ours[str(project / "README.txt")] == "modified"
     assert ours[str(project / "gone.txt")] == "deleted"
     assert ours[str(project / "olddir")] == "replaced"
-    if _real_flag() == "-D":
+    if try_probe.inspect(real_try).flag == "-D":
         # try v0.2.0's summary does not read opaque directories: the replaced one is missing.
         del ours[str(project / "olddir")]
     assert theirs == ours
@@ -305,11 +293,176 @@ def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monk
     log = tmp_path / tryengine.OURS / "try.log"
     log.parent.mkdir(parents=True)
     log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '
-                   'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n')
+                   'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n'
+                   'try(/x/mount_and_execute.sh): Warning: Failed mounting /mnt via mergerfs, see '
+                   '"/x/mount.log"\n')
     hidden = try_probe._hidden_directories(tmp_path)
-    assert hidden == ["/run", "/var"]
+    assert hidden == ["/mnt", "/run", "/var"]
     monkeypatch.chdir(tmp_path)
     assert try_probe._visibility(hidden).ok  # tmp_path is not under /var or /run
     project = tmp_path / "var-project"
     project.mkdir()
     assert not try_probe._visibility([str(tmp_path)]).ok
+
+
+def _user_config(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config" / "workspace" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+# -- reported bugs, reproduced first ----------------------------------------------------------
+
+def _as_owner_only(argv: list[str]) -> list[str]:
+    """As root, drop the capabilities that ignore modes: root then meets them as an owner does."""
+    if os.geteuid() != 0:
+        return argv
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--", *argv]
+
+
+def test_a_tree_its_owner_locked_is_removed(tmp_path: Path):
+    """What try leaves: dirs with the modes of / and its children (0700, 0555, 0000...)."""
+    root = tmp_path / "sandbox"
+    for sub in ("unreadable/deeper/deepest", "readonly/sub", "plain"):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "f").write_text("x")
+    (root / "readonly/link").symlink_to("sub")
+    for sub, mode in (("unreadable/deeper/deepest", 0), ("unreadable/deeper", 0o300),
+                      ("unreadable", 0), ("readonly/sub", 0o555), ("readonly", 0o500)):
+        (root / sub).chmod(mode)
+    code = "import sys; from pathlib import Path; from manager import fsutil; " \
+           "fsutil.remove_tree(Path(sys.argv[1]))"
+    proc = subprocess.run(_as_owner_only([sys.executable, "-c", code, str(root)]),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not root.exists()
+
+
+def test_remove_tree_still_reports_what_it_cannot_remove(tmp_path: Path):
+    with pytest.raises(FileNotFoundError):
+        from manager import fsutil
+
+        fsutil.remove_tree(tmp_path / "never-made")
+
+
+def _doctor_try(ws) -> tuple[int, dict[str, tuple[bool, str, str]]]:
+    proc = ws("doctor", "--engine", "try", "--json")
+    assert proc.returncode in (0, 1), proc.stderr  # 3 would be a crash
+    checks = json.loads(proc.stdout)["engines"]["try"]
+    return proc.returncode, {c["name"]: (c["ok"], c["detail"], c.get("fix", "")) for c in checks}
+
+
+def test_doctor_says_try_works_after_a_real_call(ws, real_try: Path):
+    _, checks = _doctor_try(ws)
+    assert all(ok for ok, _, _ in checks.values()), checks
+    assert checks["try installed"][1] == str(real_try)
+    assert checks["trial run in a scratch sandbox"][:2] == (True, "works")
+
+
+def test_doctor_trial_runs_where_sessions_live_not_in_tmpdir(ws, real_try: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """try never overlays /dev: a sandbox there is what try sees for a top-level directory it
+    could not overlay (mounts below it), e.g. a /tmp the probe used while sessions live in ~."""
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="ws-test-tmpdir-") as tmp:
+        monkeypatch.setenv("TMPDIR", tmp)
+        _, checks = _doctor_try(ws)
+    assert checks["trial run in a scratch sandbox"][:2] == (True, "works"), checks
+
+
+def test_doctor_says_why_a_sandbox_try_cannot_show_fails(ws, real_try: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="ws-test-state-") as state:
+        monkeypatch.setenv("XDG_STATE_HOME", state)
+        _, checks = _doctor_try(ws)
+        assert not list(Path(state).rglob("upperdir")), "the scratch sandbox was left behind"
+    ok, detail, fix = checks["trial run in a scratch sandbox"]
+    assert not ok
+    assert "/dev" in fix and "XDG_STATE_HOME" in fix, (detail, fix)
+
+
+def test_doctor_names_a_try_that_fails_and_the_fix(ws, project: Path, tmp_path: Path):
+    if reason := _overlay_works():  # the same namespaces wrap try
+        pytest.skip(f"user namespaces unavailable: {reason}")
+    script = _fake_try(tmp_path, USAGE_MAIN, run='echo "try: mount failed: broken" >&2; exit 2')
+    _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
+    _, checks = _doctor_try(ws)
+    ok, detail, fix = checks["trial run in a scratch sandbox"]
+    assert not ok and "mount failed: broken" in detail and fix
+    assert "try: not available" in ws("doctor", "--engine", "try").stdout
+
+
+def test_doctor_names_a_missing_try_and_how_to_install_it(ws, project: Path, tmp_path: Path):
+    _user_config(tmp_path, f"try:\n  path: {tmp_path / 'gone/try'}\n")
+    _, checks = _doctor_try(ws)
+    ok, detail, fix = checks["try installed"]
+    assert not ok and "not found" in detail and "binpash/try" in fix
+
+
+def test_a_plugin_session_is_served_through_the_real_hooks(project: Path, tmp_path: Path,
+                                                          real_try: Path):
+    from tests.claude.conftest import Claude
+
+    claude = Claude(project, tmp_path)
+    # This interpreter: the checkout's .venv may be one an ordinary account cannot run.
+    claude.env.update(WORKSPACE_ENGINE="try", WORKSPACE_TRY__PATH=str(real_try),
+                      WORKSPACE_PYTHON=sys.executable)
+    started = claude.start()
+    assert started.returncode == 0 and "failed" not in started.stdout, started.stdout
+    answer = claude.pre_bash("echo sandboxed > hook.txt && cat hook.txt")
+    assert answer.decision != "deny", answer.json
+    run = claude.shell(answer.command)
+    assert (run.returncode, run.stdout) == (0, "sandboxed\n"), run.stderr
+    assert not (project / "hook.txt").exists()
+    assert (_sandbox(tmp_path) / "upperdir" / str(project).lstrip("/") / "hook.txt").exists()
+
+
+def test_what_commit_writes_is_the_users_with_the_modes_made(ws, project: Path, real_try: Path):
+    ws("run", "-c", "umask 022; mkdir -p d/private d/open && chmod 700 d/private && "
+       "echo x > d/f && printf '#!/bin/sh\\necho run\\n' > d/x.sh && chmod 755 d/x.sh && "
+       "echo s > d/private/s && chmod 600 d/private/s && chmod 1777 d/open", check=True)
+    ws("commit", check=True)
+    expected = {"d": 0o755, "d/private": 0o700, "d/open": 0o1777, "d/f": 0o644,
+                "d/x.sh": 0o755, "d/private/s": 0o600}
+    for rel, mode in expected.items():
+        st = (project / rel).lstat()
+        assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid()), rel
+        assert stat.S_IMODE(st.st_mode) == mode, (rel, oct(st.st_mode))
+    assert subprocess.run([str(project / "d/x.sh")], capture_output=True, text=True).stdout \
+        == "run\n"
+
+
+def test_a_sandbox_that_cannot_be_entered_exits_125_with_the_reason(ws, real_try: Path,
+                                                                   tmp_path: Path):
+    ws("run", "--", "true", check=True)
+    lock = _sandbox(tmp_path) / tryengine.OURS / "lock"
+    lock.unlink()
+    lock.mkdir()  # the entry cannot open its lock
+    proc = ws("run", "--", "echo", "never")
+    assert proc.returncode == 125 and "never" not in proc.stdout
+    assert "workspace:" in proc.stderr, proc.stderr
+
+
+def test_namespaces_refused_exit_125_with_the_reason(ws, project: Path, real_try: Path,
+                                                     tmp_path: Path):
+    """No user namespaces (a hardened host): unshare itself fails before try runs."""
+    ws("run", "--", "true", check=True)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "unshare").write_text("#!/bin/sh\necho 'unshare: unshare failed: "
+                                  "Operation not permitted' >&2\nexit 1\n")
+    (shim / "unshare").chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
+    proc = subprocess.run([sys.executable, "-m", "manager", "run", "--", "echo", "never"],
+                          cwd=project, env=env, capture_output=True, text=True)
+    assert proc.returncode == 125 and "never" not in proc.stdout, proc
+    assert "Operation not permitted" in proc.stderr
+
+
+def test_a_directory_the_sandbox_removed_is_never_replaced_by_another(
+        ws, project: Path, real_try: Path):
+    """The command never runs somewhere else than asked: exit 125 with the reason."""
+    (project / "sub").mkdir()
+    ws("run", "--", "rm", "-r", "sub", check=True)
+    proc = ws("run", "--cwd", str(project / "sub"), "--", "sh", "-c", "echo ran in $(pwd)")
+    assert proc.returncode == 125 and "ran in" not in proc.stdout, proc
+    assert "does not exist in the sandbox" in proc.stderr

@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# Build workspace's sandbox images without any container registry.
+# Build workspace's sandbox images without any container registry, as root or as an ordinary user.
 #
-#   images/build.sh [--engine docker|podman|all] [--force] [--mirror URL]
+#   build.sh [--engine docker|podman|all] [--force] [--mirror URL] [--rootfs FILE|-] [--print-rootfs]
 #
-# 1. debootstrap --variant=minbase bookworm into a temp dir, from the machine's configured Debian
-#    mirror, packed once into .cache/images/<name>.tar (reused by every engine and later runs);
+# 1. A Debian bookworm rootfs (minbase + the packages below) as a tarball, from the machine's
+#    configured Debian mirror: `mmdebstrap` (as an ordinary user in a user namespace,
+#    --mode=unshare: needs uidmap and subordinate ids), or `debootstrap` as root where mmdebstrap
+#    is missing. Kept in the cache dir and reused by every engine and later runs. --rootfs uses
+#    the given tarball (- reads it from stdin) instead; --print-rootfs prints the cached path.
 # 2. `<engine> import` that tarball as workspace-base:bookworm;
-# 3. `<engine> build` images/Containerfile (FROM workspace-base:bookworm) as workspace-sandbox:latest.
+# 3. `<engine> build` the Containerfile next to this script as workspace-sandbox:latest.
 # Each step is skipped when its output exists and carries the expected content hash (label
-# org.workspace.hash); --force redoes all of them. Needs root (debootstrap) and the engines running.
+# org.workspace.hash); --force redoes all of them. Rootless podman builds into the user's own
+# storage; docker needs the daemon (root, or the `docker` group).
+# Cache: $WORKSPACE_IMAGE_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/workspace/images.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/.." && pwd)
-CACHE=${WORKSPACE_IMAGE_CACHE:-$REPO/.cache/images}
+CACHE=${WORKSPACE_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workspace/images}
 SUITE=bookworm
 BASE_IMAGE=workspace-base:$SUITE
-SANDBOX_IMAGE=workspace-sandbox:latest
-# Everything the sandbox needs comes from debootstrap, so the Containerfile build needs no network.
+SANDBOX_IMAGE=${WORKSPACE_IMAGE_NAME:-workspace-sandbox:latest}
+# Everything the sandbox needs comes from the bootstrap, so the Containerfile build needs no network.
 INCLUDE=${WORKSPACE_IMAGE_PACKAGES:-ca-certificates,git,python3,python3-venv,make,gcc,libc6-dev,procps,less,tini,xz-utils,patch,file,attr}
+# Not kept in the image (the bootstrap drops them, or they are removed after).
+SLIM=(/usr/share/doc /usr/share/man /usr/share/info)
 
-ENGINES=all FORCE=0 MIRROR=${WORKSPACE_DEBIAN_MIRROR:-}
+ENGINES=all FORCE=0 MIRROR=${WORKSPACE_DEBIAN_MIRROR:-} ROOTFS= PRINT=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --engine) ENGINES=$2; shift 2 ;;
         --engine=*) ENGINES=${1#*=}; shift ;;
         --force) FORCE=1; shift ;;
         --mirror) MIRROR=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --rootfs) ROOTFS=$2; shift 2 ;;
+        --print-rootfs) PRINT=1; shift ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
+[ "$ROOTFS" != - ] || [ "$ENGINES" != all ] || die "--rootfs - (stdin) builds for one --engine only"
 case "$ENGINES" in
     all) ENGINES="docker podman" ;;
     docker|podman) ;;
@@ -59,38 +68,76 @@ detect_mirror() {
     done
 }
 
+# A tool by name, also where an ordinary user's PATH does not look (debootstrap is in /usr/sbin).
+find_tool() { PATH=$PATH:/usr/sbin:/sbin command -v "$1" 2>/dev/null; }
+
+# mmdebstrap: as root directly; otherwise in a user namespace (newuidmap and subordinate ids).
+bootstrap_mmdebstrap() {  # tool mirror tarball
+    local mode=root
+    [ "$(id -u)" = 0 ] || mode=unshare
+    if [ "$mode" = unshare ]; then
+        command -v newuidmap >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v newuidmap >/dev/null \
+            || die "mmdebstrap as $(id -un) needs newuidmap (Debian: apt-get install uidmap)"
+        grep -q "^$(id -un):" /etc/subuid 2>/dev/null \
+            || die "mmdebstrap as $(id -un) needs subordinate ids in /etc/subuid (usermod --add-subuids)"
+    fi
+    local opts=() d
+    for d in "${SLIM[@]}"; do opts+=("--dpkgopt=path-exclude=$d/*"); done
+    "$1" --mode="$mode" --format=tar --variant=minbase --include="$INCLUDE" "${opts[@]}" \
+        --customize-hook="chmod 0755 \"\$1\" && echo $SUITE >\"\$1/etc/debian_chroot\"" \
+        "$SUITE" "$3" "$2"
+}
+
+# debootstrap: root only. mktemp -d makes the root 0700, which rootless engines cannot enter.
+bootstrap_debootstrap() {  # tool mirror tarball
+    [ "$(id -u)" = 0 ] || die "debootstrap needs root; as $(id -un) install mmdebstrap (Debian: apt-get install mmdebstrap uidmap)"
+    local root
+    root=$(mktemp -d "$CACHE/rootfs.XXXXXX")
+    trap 'rm -rf "$root"' EXIT
+    "$1" --variant=minbase --include="$INCLUDE" "$SUITE" "$root" "$2"
+    # Slim down: package caches and lists are refetched by `apt-get update` when needed.
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
+    local d
+    for d in "${SLIM[@]}"; do rm -rf "${root:?}$d"/*; done
+    printf '%s\n' "$SUITE" > "$root/etc/debian_chroot"
+    chmod 0755 "$root"
+    tar --numeric-owner --xattrs -C "$root" -cf "$3" .
+    rm -rf "$root"; trap - EXIT
+}
+
 hash_of() { sha256sum | cut -c1-16; }
 label_of() {  # engine image -> org.workspace.hash label, empty if absent
     "$1" image inspect --format '{{ index .Config.Labels "org.workspace.hash" }}' "$2" 2>/dev/null || true
 }
 
 # --- rootfs tarball (shared by all engines) ------------------------------------------------
-ROOTFS_KEY=$(printf '%s\n' "$SUITE" minbase "$INCLUDE" | hash_of)
+# v2: the rootfs / is 0755 (rootless podman could not enter a 0700 one).
+ROOTFS_KEY=$(printf '%s\n' "$SUITE" minbase "$INCLUDE" v2 | hash_of)
 TARBALL=$CACHE/$SUITE-minbase-$ROOTFS_KEY.tar
+if [ "$PRINT" = 1 ]; then echo "$TARBALL"; exit 0; fi
 need_rootfs=$FORCE
 for engine in $ENGINES; do  # a fresh clone has no tarball, but the engines may have the base
     [ "$(label_of "$engine" "$BASE_IMAGE")" = "$ROOTFS_KEY" ] || need_rootfs=1
 done
-if [ "$need_rootfs" = 1 ] && [ ! -s "$TARBALL" ] || [ "$FORCE" = 1 ]; then
-    command -v debootstrap >/dev/null || die "debootstrap missing (run scripts/setup.d/30-containers.sh)"
-    [ "$(id -u)" = 0 ] || die "debootstrap needs root"
+mkdir -p "$CACHE"   # the logs below go there even when the rootfs step is skipped
+if [ -n "$ROOTFS" ]; then
+    [ "$ROOTFS" = - ] || [ -s "$ROOTFS" ] || die "--rootfs $ROOTFS: no such tarball"
+    TARBALL=$ROOTFS
+    say "rootfs: $ROOTFS (given)"
+elif [ "$need_rootfs" = 1 ] && [ ! -s "$TARBALL" ] || [ "$FORCE" = 1 ]; then
     [ -n "$MIRROR" ] || MIRROR=$(detect_mirror | head -n1)
     [ -n "$MIRROR" ] || die "no Debian mirror for $SUITE in /etc/apt/sources.list*; pass --mirror URL"
-    mkdir -p "$CACHE"
-    ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
-    trap 'rm -rf "$ROOT"' EXIT
-    say "debootstrap $SUITE (minbase + $INCLUDE) from $MIRROR"
+    if tool=$(find_tool mmdebstrap); then kind=mmdebstrap
+    elif tool=$(find_tool debootstrap); then kind=debootstrap
+    else die "neither mmdebstrap nor debootstrap is installed (Debian: apt-get install mmdebstrap uidmap)"
+    fi
+    say "$kind $SUITE (minbase + $INCLUDE) from $MIRROR as $(id -un)"
     t0=$(date +%s)
-    debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOT" "$MIRROR" \
-        >"$CACHE/debootstrap.log" 2>&1 || { tail -n 20 "$CACHE/debootstrap.log" >&2; die "debootstrap failed (log: $CACHE/debootstrap.log)"; }
-    # Slim down: package caches and lists are refetched by `apt-get update` when needed.
-    rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/log/*.log \
-           "$ROOT"/usr/share/doc/* "$ROOT"/usr/share/man/* "$ROOT"/usr/share/info/*
-    printf '%s\n' "$SUITE" > "$ROOT/etc/debian_chroot"
-    tar --numeric-owner --xattrs -C "$ROOT" -cf "$TARBALL.tmp" .
+    log=$CACHE/bootstrap.log
+    "bootstrap_$kind" "$tool" "$MIRROR" "$TARBALL.tmp" >"$log" 2>&1 \
+        || { rm -rf "$TARBALL.tmp"; tail -n 20 "$log" >&2; die "$kind failed (log: $log)"; }
     mv "$TARBALL.tmp" "$TARBALL"
     find "$CACHE" -maxdepth 1 -name "$SUITE-minbase-*.tar" ! -name "${TARBALL##*/}" -delete
-    rm -rf "$ROOT"; trap - EXIT
     say "rootfs: $TARBALL ($(du -h "$TARBALL" | cut -f1), $(( $(date +%s) - t0 )) s)"
 elif [ -s "$TARBALL" ]; then
     say "rootfs: cached $TARBALL"
@@ -99,7 +146,6 @@ else
 fi
 
 # --- per engine: import base, build sandbox ------------------------------------------------
-mkdir -p "$CACHE"   # the logs below go there even when the rootfs step was skipped
 BASE_HASH=$ROOTFS_KEY
 SANDBOX_HASH=$( { echo "$BASE_HASH"; cat "$HERE/Containerfile"; find "$HERE" -type f ! -name build.sh -print0 | sort -z | xargs -0 cat; } | hash_of)
 for engine in $ENGINES; do

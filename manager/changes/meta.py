@@ -1,0 +1,75 @@
+"""What a change carries besides its bytes: extended attributes, and the kinds of entry
+that grant power (device nodes, setuid and setgid bits, file capabilities).
+
+Review shows these plainly; commit needs ``--allow-special`` for the powerful ones
+(:func:`special`), because a sandboxed root can make them (a container's root
+can ``mknod`` a block device or ``setcap`` a binary) and once real they act
+outside any sandbox.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
+LABEL_XATTRS = ("security.selinux",)   # assigned by the policy, not by the file's author
+CAPABILITY_XATTR = "security.capability"
+
+
+def content_xattrs(path: str | int) -> dict[str, bytes]:
+    """The extended attributes of ``path`` (not followed; or a descriptor) that belong to
+    the entry: not overlayfs's own, not the security label the policy assigns."""
+    follow = isinstance(path, int)  # a descriptor: nothing to follow
+    try:
+        names = os.listxattr(path, follow_symlinks=follow)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.ENOENT):
+            return {}
+        raise
+    found = {}
+    for name in names:
+        if name.startswith(OVERLAY_XATTR_PREFIXES) or name in LABEL_XATTRS:
+            continue
+        try:
+            found[name] = os.getxattr(path, name, follow_symlinks=follow)
+        except OSError as exc:
+            if exc.errno != errno.ENODATA:
+                raise
+    return found
+
+
+def special(path: str, st: os.stat_result) -> tuple[str, ...]:
+    """Why the entry at ``path`` needs an explicit decision to become real (empty: none)."""
+    mode = st.st_mode
+    found = []
+    if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+        kind = "block" if stat.S_ISBLK(mode) else "character"
+        found.append(f"{kind} device {os.major(st.st_rdev)},{os.minor(st.st_rdev)} "
+                     f"mode {stat.S_IMODE(mode):04o}")
+    if not stat.S_ISDIR(mode):
+        if mode & stat.S_ISUID:
+            found.append("setuid")
+        if mode & stat.S_ISGID:
+            found.append("setgid")
+    if stat.S_ISREG(mode) and _has_capabilities(path):
+        found.append("file capabilities")
+    return tuple(found)
+
+
+def _has_capabilities(path: str) -> bool:
+    try:
+        os.getxattr(path, CAPABILITY_XATTR, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def type_name(mode: int) -> str | None:
+    """A name for entries that are neither files, directories nor symlinks."""
+    for test, name in ((stat.S_ISBLK, "block device"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return None

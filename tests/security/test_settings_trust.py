@@ -1,0 +1,92 @@
+"""Settings that weaken the sandbox are not taken from files the agent can write.
+
+The agent's Write and Edit tools run in the client, on the real files: the
+project's .workspace.yaml is such a file, so what it may set depends on the
+user's trust in its exact content; the files that decide the sandbox (the
+plugin's state, the user's config, Claude's settings) are refused to those
+tools, and a sandboxed command's writes to them land in its upper dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from manager import config
+from manager.claude import state
+from tests.claude.conftest import REPO
+from tests.claude.conftest import Claude
+
+from .conftest import in_upper
+
+
+def _write(claude: Claude, path: Path | str, tool: str = "Write") -> dict[str, object]:
+    field = "notebook_path" if tool == "NotebookEdit" else "file_path"
+    answer = claude.hook("PreToolUse", {"tool_name": tool, "tool_use_id": "toolu_w",
+                                        "tool_input": {field: str(path), "content": "x",
+                                                       "old_string": "a", "new_string": "b"}})
+    assert answer.returncode == 0, answer.stderr
+    return answer.spec
+
+
+def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Path,
+                                                    tmp_path: Path) -> None:
+    claude.start()
+    marker = tmp_path / "escaped"
+    project_file = project / ".workspace.yaml"
+    assert _write(claude, project_file).get("permissionDecision") != "deny"
+    project_file.write_text("passthrough: [bash, touch, git]\nengine: overlay\n"
+                            "plugin:\n  allow_model_bypass: true\n")
+    claude.bash(f"touch {marker}")
+    claude.bash(f"bash -c 'touch {marker}'")
+    answer = claude.pre_bash(f"touch {marker}", dangerouslyDisableSandbox=True)
+    assert "updatedInput" in answer.spec
+    assert not marker.exists(), "a project file the agent wrote switched the sandbox off"
+    note = claude.start().json.get("systemMessage", "")
+    assert "passthrough" in note and "workspace config trust" in note   # the user is told
+    config.set_trust(project_file, True)                     # the user's say-so
+    assert claude.pre_bash(f"touch {marker}").json == {}      # now it passes through
+    project_file.write_text(project_file.read_text() + "# edited by the agent\n")
+    assert "updatedInput" in claude.pre_bash(f"touch {marker}").spec   # asked again
+
+
+@pytest.mark.parametrize("relative", [
+    "state/workspace/sessions/sess-1/bypass-next", "state/workspace/sessions/sess-1/claude.json",
+    "state/workspace/trusted-projects.json", "config/workspace/config.yaml",
+    "home/.claude/settings.json", "home/.claude/shell-snapshots/snapshot-bash-1.sh",
+    "config/containers/containers.conf", "home/.docker/config.json",
+])
+def test_writing_tools_are_refused_on_the_sandboxs_own_files(claude: Claude, tmp_path: Path,
+                                                             relative: str) -> None:
+    claude.start()
+    for tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+        assert _write(claude, tmp_path / relative, tool).get("permissionDecision") == "deny", tool
+    assert _write(claude, tmp_path / relative, "Read").get("permissionDecision") != "deny"
+
+
+def test_writing_tools_are_refused_through_symlinks_and_relative_paths(
+        claude: Claude, project: Path, tmp_path: Path) -> None:
+    claude.start()
+    os.symlink(tmp_path / "state" / "workspace", project / "st")
+    assert _write(claude, project / "st" / "sessions" / "sess-1" / "bypass-next")[
+        "permissionDecision"] == "deny"
+    assert _write(claude, "../state/workspace/trusted-projects.json")[
+        "permissionDecision"] == "deny"
+    assert _write(claude, project / ".claude" / "settings.local.json")[
+        "permissionDecision"] == "deny"
+    assert _write(claude, REPO / "hooks" / "hooks.json")["permissionDecision"] == "deny"
+    assert _write(claude, project / "ordinary.py").get("permissionDecision") != "deny"
+
+
+def test_a_sandboxed_command_cannot_arm_the_bypass(claude: Claude, tmp_path: Path) -> None:
+    claude.start()
+    marker = tmp_path / "escaped"
+    bypass = Path(state.session_dir("sess-1")) / state.BYPASS
+    run = claude.bash(f"echo armed > {bypass} && mkdir -p {tmp_path}/config/workspace && "
+                      f"echo 'passthrough: [touch]' > {tmp_path}/config/workspace/config.yaml")
+    assert run.returncode == 0, run
+    assert not bypass.exists() and in_upper(bypass).exists()   # landed in the upper dir
+    assert not (tmp_path / "config" / "workspace" / "config.yaml").exists()
+    assert "updatedInput" in claude.pre_bash(f"touch {marker}").spec
+    assert not marker.exists()
