@@ -83,7 +83,7 @@ def bench_engine(name: str, n: int, rows: list[tuple[str, str, str]]) -> None:
     call([*cli, "run", "--", "true"], cwd=project, env=env)  # creates the session's container
     session = store.current(project.resolve())
     assert session is not None
-    engine = registry.get(name)(config.load(project))
+    engine = registry.make(name, config.load(project))
     ctr = engine.container_name(session)
     image = engine.config["container.image"]
     lean = engine.entry_argv(session, RunRequest("true", str(project)))

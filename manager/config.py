@@ -24,11 +24,12 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from manager.engines import registry
 from manager.errors import ConfigError
 from manager.session import paths
 
-PROJECT_FILE = ".workspace.yaml"
-ENV_PREFIX = "WORKSPACE_"
+PROJECT_FILE = paths.PROJECT_FILE
+env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
 TRUST_FILE = "trusted-projects.json"     # in the state directory: {file path: sha256}
 # Settings a project file sets only when trusted: each one can switch the sandbox off
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
@@ -45,7 +46,7 @@ class Option:
     choices: tuple[str, ...] = ()
 
 
-ENGINES = ("auto", "try", "overlay", "podman", "docker")
+ENGINES = registry.CHOICES
 
 # One table for every setting. Dotted names map to nested YAML mappings.
 SCHEMA: dict[str, Option] = {
@@ -103,18 +104,8 @@ class Config:
 
 
 def user_config_files() -> list[Path]:
-    """User-authored files, lowest precedence first."""
-    files: list[Path] = []
-    for base in (paths.config_home(), _plugin_data()):
-        if base is None:
-            continue
-        files.extend(base / name for name in ("config.yaml", "config.yml", "config.json"))
-    return files
-
-
-def _plugin_data() -> Path | None:
-    value = os.environ.get("CLAUDE_PLUGIN_DATA")
-    return Path(value) if value else None
+    """User-authored files, lowest precedence first (the rule: :func:`paths.config_files`)."""
+    return [Path(f) for f in paths.config_files(None)]
 
 
 def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
@@ -243,9 +234,7 @@ def _yaml() -> Any:
     except ImportError:
         if not sys.flags.no_site or "site" in sys.modules:
             raise
-        import site
-
-        site.main()
+        paths.enable_site()
         import yaml
     return yaml
 
@@ -277,10 +266,6 @@ def _merge_env(config: Config) -> None:
         name = env_name(key)
         if name in os.environ:
             _set(config, key, _coerce(key, os.environ[name], f"${name}"), f"${name}")
-
-
-def env_name(key: str) -> str:
-    return ENV_PREFIX + key.upper().replace(".", "__")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:

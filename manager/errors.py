@@ -27,7 +27,3 @@ class StateError(WorkspaceError):
 
 class EngineUnavailable(WorkspaceError):
     """The chosen engine cannot run on this host."""
-
-
-class Conflict(WorkspaceError):
-    """Commit found real files that changed after the overlay copied them."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from manager.claude.permissions import Rule
+    from manager.claude.records import Hot
 
 READ = "Read"
 REFUSED = ("Edit", "MultiEdit", "NotebookEdit")
@@ -83,7 +84,7 @@ def _opaque(path: str) -> bool:
     return False
 
 
-def judge(tool: str, tool_input: dict[str, Any], hot: dict[str, Any],
+def judge(tool: str, tool_input: dict[str, Any], hot: Hot,
           payload: dict[str, Any]) -> dict[str, Any]:
     path = target(tool_input)
     if path is None or tool == WRITE:
@@ -102,7 +103,7 @@ def judge(tool: str, tool_input: dict[str, Any], hot: dict[str, Any],
 
 
 def _read(tool_input: dict[str, Any], path: str, kind: str, upper: str,
-          hot: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+          hot: Hot, payload: dict[str, Any]) -> dict[str, Any]:
     if kind == "deleted":
         return protocol.deny(f"{path} is deleted in the workspace sandbox, where Bash commands "
                              "run (pending the user's review); it no longer exists there.")

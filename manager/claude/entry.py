@@ -65,8 +65,8 @@ def failure(event: str, exc: BaseException) -> dict[str, Any]:
     if event == "PreToolUse":
         return protocol.deny(f"workspace could not sandbox this call, so it was not run: {what}. "
                              f"To fix: {protocol.DOCTOR}.")
-    return {"systemMessage": f"workspace: the {event or 'hook'} hook failed: {what}. "
-                             f"{protocol.DOCTOR[0].upper()}{protocol.DOCTOR[1:]}."}
+    return protocol.answer(event, notice=f"workspace: the {event or 'hook'} hook failed: {what}. "
+                                         f"{protocol.DOCTOR[0].upper()}{protocol.DOCTOR[1:]}.")
 
 
 def _describe(exc: BaseException) -> str:
@@ -82,10 +82,10 @@ def _crash_log(exc: BaseException) -> str | None:
     import os
     import traceback
 
-    from manager.claude import state
+    from manager.session import paths
 
     try:
-        path = os.path.join(state.state_home(), "hook-errors.log")
+        path = os.path.join(paths.state_root(), "hook-errors.log")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
             f.write("".join(traceback.format_exception(exc)) + "\n")

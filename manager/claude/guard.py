@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from manager.claude import protocol
 from manager.claude import state
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
+
+    from manager.guardrails.actions import Outcome
 
 PASSTHROUGH_COMMAND = "/workspace:passthrough"
 
@@ -25,26 +28,30 @@ def _guardrails() -> Any:
 
 
 def prompt(payload: dict[str, Any]) -> dict[str, Any]:
-    answer: dict[str, Any] = {}
+    ours = None
     text = payload.get("prompt")
     claude_id = payload.get("session_id")
     if isinstance(text, str) and text.strip().startswith(PASSTHROUGH_COMMAND) \
-            and state.valid_id(claude_id):
+            and paths.valid_id(claude_id):
         session_id = state.resolve_session(str(claude_id))
         if state.read_hot(session_id) is not None:
             state.arm_bypass(session_id)
-            answer = protocol.context(
-                "UserPromptSubmit", "workspace: the user allowed the next Bash call to run "
-                "outside the sandbox, once.")
-    return _merge(answer, _guardrails().on_prompt(workspace_payload(payload)) or {})
+            ours = "workspace: the user allowed the next Bash call to run outside the sandbox, once."
+    theirs = _guardrails().on_prompt(workspace_payload(payload))
+    context = "\n".join(filter(None, [theirs.context, ours]))
+    return protocol.answer("UserPromptSubmit", theirs.notice, context, theirs.block)
 
 
 def stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guardrails().on_stop(workspace_payload(payload)) or {}
+    return _answer("Stop", _guardrails().on_stop(workspace_payload(payload)))
 
 
 def subagent_stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _guardrails().on_stop(workspace_payload(payload), subagent=True) or {}
+    return _answer("SubagentStop", _guardrails().on_stop(workspace_payload(payload), subagent=True))
+
+
+def _answer(event: str, outcome: Outcome) -> dict[str, Any]:
+    return protocol.answer(event, outcome.notice, outcome.context, outcome.block)
 
 
 def workspace_payload(payload: dict[str, Any]) -> dict[str, Any]:
@@ -55,17 +62,6 @@ def workspace_payload(payload: dict[str, Any]) -> dict[str, Any]:
     baseline, checkpoints and sandbox, not start afresh without the overlay.
     """
     claude_id = payload.get("session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         return payload
     return {**payload, "session_id": state.resolve_session(claude_id)}
-
-
-def _merge(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
-    if not ours:
-        return theirs
-    merged = dict(theirs)
-    spec = dict(merged.get("hookSpecificOutput") or {"hookEventName": "UserPromptSubmit"})
-    extra = ours["hookSpecificOutput"]["additionalContext"]
-    spec["additionalContext"] = "\n".join(filter(None, [spec.get("additionalContext"), extra]))
-    merged["hookSpecificOutput"] = spec
-    return merged

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import os
 
+from manager.session import paths
+
 CLAUDE_FILES = ("settings.json", "settings.local.json", "shell-snapshots", "plugins")
 
 
 def roots(project: str) -> list[str]:
     from manager.claude import permissions
-    from manager.claude import state
 
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     claude = permissions.config_dir()
     home = os.path.expanduser("~")
-    found = [state.state_home(), os.path.join(xdg, "workspace"),
+    found = [paths.state_root(), os.path.join(xdg, "workspace"),
              os.path.join(xdg, "containers"), "/etc/containers",
              os.environ.get("DOCKER_CONFIG") or os.path.join(home, ".docker"),
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),   # the package

@@ -10,58 +10,55 @@ from __future__ import annotations
 
 import os
 
+from manager.session import paths
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.claude.records import Hot
+    from manager.claude.records import HotConfig
+    from manager.config import Config
+
 KEYS = ("passthrough", "plugin.allow_model_bypass")
-
-
-def _config_files(project: str) -> list[str]:
-    """The files :func:`manager.config.load` reads, in the same order."""
-    bases = []
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    bases.append(os.path.join(xdg, "workspace") if xdg
-                 else os.path.join(os.path.expanduser("~"), ".config", "workspace"))
-    if os.environ.get("CLAUDE_PLUGIN_DATA"):
-        bases.append(os.environ["CLAUDE_PLUGIN_DATA"])
-    names = ("config.yaml", "config.yml", "config.json")
-    files = [os.path.join(b, n) for b in bases for n in names]
-    files.append(os.path.join(project, ".workspace.yaml"))
-    return files
 
 
 def _trust_file() -> str:
     """The record of trusted project files (it decides what the project file may set)."""
-    from manager.claude import state
-
-    return os.path.join(state.state_home(), "trusted-projects.json")
+    return os.path.join(paths.state_root(), "trusted-projects.json")
 
 
 def stamp(project: str) -> list[Any]:
     marks: list[Any] = []
-    for path in _config_files(project) + [_trust_file()]:
+    for path in paths.config_files(project) + [_trust_file()]:
         try:
             st = os.stat(path)
             marks.append([path, st.st_mtime_ns, st.st_size])
         except OSError:
             marks.append([path, None, None])
-    for key in ("WORKSPACE_PASSTHROUGH", "WORKSPACE_PLUGIN__ALLOW_MODEL_BYPASS"):
-        marks.append([key, os.environ.get(key)])
+    for key in KEYS:
+        name = paths.env_name(key)
+        marks.append([name, os.environ.get(name)])
     return marks
 
 
-def load(project: str) -> dict[str, Any]:
+def load(project: str) -> HotConfig:
     """Read the configuration the slow way (may import YAML)."""
     from pathlib import Path
 
     from manager import config
 
-    merged = config.load(Path(project))
-    return {key: merged[key] for key in KEYS}
+    return pick(config.load(Path(project)))
 
 
-def current(hot: dict[str, Any], project: str) -> tuple[dict[str, Any], bool]:
+def pick(merged: Config) -> HotConfig:
+    """The settings the hooks need, from the merged configuration (slow path only)."""
+    from typing import cast
+
+    return cast("HotConfig", {key: merged[key] for key in KEYS})
+
+
+def current(hot: Hot, project: str) -> tuple[HotConfig, bool]:
     """(settings, whether the cache was stale and had to be reloaded)."""
     marks = stamp(project)
     if hot.get("config_stamp") == marks and isinstance(hot.get("config"), dict):

@@ -9,9 +9,9 @@ that the sandbox did not see. The user gets a ``systemMessage``, Claude an
 
 from __future__ import annotations
 
-import subprocess
-
+from manager.claude import protocol
 from manager.claude import state
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ WARNING = ("workspace: WARNING: a Bash command ran outside the sandbox: Claude C
 def handle(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = payload.get("session_id")
     tool_input = payload.get("tool_input")
-    if not state.valid_id(claude_id) or not isinstance(tool_input, dict):
+    if not paths.valid_id(claude_id) or not isinstance(tool_input, dict):
         return {}
     session_id = state.resolve_session(str(claude_id))
     if payload.get("tool_name") == "Bash":
@@ -38,7 +38,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 def _check_bash(payload: dict[str, Any], tool_input: dict[str, Any],
                 session_id: str) -> dict[str, Any]:
     call_id = payload.get("tool_use_id")
-    emitted = state.pop_call(session_id, call_id) if state.valid_id(call_id) else None
+    emitted = state.pop_call(session_id, call_id) if paths.valid_id(call_id) else None
     ran = tool_input.get("command")
     if emitted is not None and emitted == ran:
         return {}
@@ -47,14 +47,14 @@ def _check_bash(payload: dict[str, Any], tool_input: dict[str, Any],
 
 
 def warn(text: str) -> dict[str, Any]:
-    return {"systemMessage": text,
-            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+    return protocol.answer("PostToolUse", notice=text, context=text)
 
 
 def _sync_write(tool_input: dict[str, Any], session_id: str) -> dict[str, Any]:
     """A Write replaced a file the sandbox holds a copy of: give the sandbox the new content."""
     from manager.claude import edits
     from manager.claude import rewrite
+    from manager.claude import sessions
 
     hot = state.read_hot(session_id)
     path = edits.target(tool_input)
@@ -62,21 +62,8 @@ def _sync_write(tool_input: dict[str, Any], session_id: str) -> dict[str, Any]:
         return {}
     parent = rewrite.quote(path.rsplit("/", 1)[0] or "/")
     command = f"mkdir -p -- {parent} && cat > {rewrite.quote(path)}"
-    entry = _entry(session_id, hot)
-    try:
-        with open(path, "rb") as content:
-            done = subprocess.run(entry(command, "/", ""), stdin=content, capture_output=True,
-                                  timeout=60)
-        ok, why = done.returncode == 0, done.stderr.decode(errors="replace").strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, why = False, str(exc)
-    if ok:
+    why = sessions.run_in_sandbox(session_id, command, path)
+    if why is None:
         return {}
     return warn(f"workspace: the sandbox still shows the old {path} ({why}); Bash commands do "
                 "not see this Write. Write it again through a Bash command.")
-
-
-def _entry(session_id: str, hot: dict[str, Any]) -> Any:
-    from manager.claude import pretool
-
-    return pretool._entry(session_id, hot)

@@ -16,10 +16,14 @@ from manager.claude import rewrite
 from manager.claude import shell
 from manager.claude import state
 from manager.claude.protocol import HookInputError
+from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
+
+    from manager.claude.records import Hot
+    from manager.claude.records import HotConfig
 
 BYPASS_NOTE = "workspace: this Bash call ran outside the sandbox (one-shot passthrough)"
 OWN_REFUSED = ("workspace: only the user may do this (it changes what is outside the sandbox): "
@@ -33,7 +37,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(tool_input, dict):
         raise HookInputError("hook input field 'tool_input' is missing or not an object")
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         raise HookInputError(f"unusable session_id {claude_id!r}")
     if tool != "Bash":
         from manager.claude import edits
@@ -70,7 +74,7 @@ def _guarded(tool: str, tool_input: dict[str, Any],
         "not change it. Ask the user to make this change themselves.")
 
 
-def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, Hot]:
     session_id = state.resolve_session(claude_id)
     hot = state.read_hot(session_id)
     if hot is None:
@@ -80,7 +84,7 @@ def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, dict[str, An
     return session_id, hot
 
 
-def _config(session_id: str, hot: dict[str, Any]) -> dict[str, Any]:
+def _config(session_id: str, hot: Hot) -> HotConfig:
     from manager.claude import hotconfig
 
     config, reloaded = hotconfig.current(hot, hot["project"])
@@ -90,12 +94,12 @@ def _config(session_id: str, hot: dict[str, Any]) -> dict[str, Any]:
 
 
 def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
-         hot: dict[str, Any]) -> dict[str, Any]:
+         hot: Hot) -> dict[str, Any]:
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise HookInputError("tool_input.command is missing or not a string")
     call_id = payload.get("tool_use_id")
-    if not state.valid_id(call_id):
+    if not paths.valid_id(call_id):
         call_id = "call-" + os.urandom(8).hex()
     config = _config(session_id, hot)
     script = shell.parse(command)
@@ -125,7 +129,7 @@ def ask_reason(command: str, why: str, where: str = "in the sandbox") -> str:
 
 
 def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
-               session_id: str, config: dict[str, Any], project: str) -> dict[str, Any] | None:
+               session_id: str, config: HotConfig, project: str) -> dict[str, Any] | None:
     """The answer for a call that runs outside the sandbox, or None to sandbox it."""
     if not command:
         return {}      # nothing to run; anything else is sandboxed or denied, even a
@@ -160,19 +164,20 @@ def _outside(command: str, script: shell.Script, project: str,
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
-               hot: dict[str, Any], call_id: str, command: str, env: tuple[str, ...]) -> str:
+               hot: Hot, call_id: str, command: str, env: tuple[str, ...]) -> str:
     hook_cwd = payload.get("cwd")
     if not isinstance(hook_cwd, str) or not hook_cwd.startswith("/"):
         hook_cwd = os.getcwd()
     cwd = rewrite.choose_cwd(hook_cwd, state.read_cwd(session_id))
     background = tool_input.get("run_in_background") is True
-    return rewrite.build(_entry(session_id, hot), state.session_dir(session_id), call_id,
-                         command, cwd, background, os.path.realpath(state.state_home()), env)
+    return rewrite.build(_entry(session_id, hot), paths.session_root(session_id), call_id,
+                         command, cwd, background, os.path.realpath(paths.state_root()), env)
 
 
-def _entry(session_id: str, hot: dict[str, Any]) -> rewrite.Entry:
-    if hot.get("entry") and hot.get("entry_bg"):
-        return rewrite.templated(hot["entry"], hot["entry_bg"])
+def _entry(session_id: str, hot: Hot) -> rewrite.Entry:
+    entry, entry_bg = hot.get("entry"), hot.get("entry_bg")
+    if entry and entry_bg:
+        return rewrite.templated(entry, entry_bg)
     # An engine whose entry embeds the command in a larger argument: ask it per call.
     from manager.claude import sessions
 

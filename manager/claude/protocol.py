@@ -64,3 +64,17 @@ def deny(reason: str) -> dict[str, Any]:
 
 def context(event: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def answer(event: str, notice: str | None = None, context: str | None = None,
+           block: str | None = None) -> dict[str, Any]:
+    """A notice for the user (``systemMessage``), text for the model (``additionalContext``)
+    and a refused stop (``decision: block`` with its reason), each only when given."""
+    out: dict[str, Any] = {}
+    if notice:
+        out["systemMessage"] = notice
+    if block:
+        out["decision"], out["reason"] = "block", block
+    if context:
+        out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": context}
+    return out

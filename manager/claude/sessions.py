@@ -18,11 +18,14 @@ from manager.claude import hotconfig
 from manager.claude import protocol
 from manager.claude import rewrite
 from manager.claude import state
-from manager.claude.slowpath import enable_site
+from manager.session import paths
+from manager.session.paths import enable_site
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
+
+    from manager.claude.records import Hot
 
 PENDING_SHOWN = 5
 
@@ -40,7 +43,7 @@ def _client() -> tuple[int | None, int | None]:
     return int(pid), lifecycle.process_start(int(pid))
 
 
-def ensure(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def ensure(session_id: str, payload: dict[str, Any]) -> Hot:
     """The session's hot state, creating the session and the state when missing."""
     enable_site()
     from manager.session import store
@@ -61,15 +64,14 @@ def _record_client(session: Any) -> None:
         session.client_pid, session.client_start = pid, start
 
 
-def build_hot(ctx: Any, session: Any) -> dict[str, Any]:
+def build_hot(ctx: Any, session: Any) -> Hot:
     engine = ctx.engine(session)
-    hot: dict[str, Any] = {"session": session.id, "project": session.project,
-                           "engine": session.engine}
-    hot["entry"], hot["entry_bg"] = _templates(engine, session)
-    hot["layers"] = [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)]
-    hot["config"] = {key: ctx.config[key] for key in hotconfig.KEYS}
-    hot["config_stamp"] = hotconfig.stamp(session.project)
-    return hot
+    entry, entry_bg = _templates(engine, session)
+    return {"session": session.id, "project": session.project, "engine": session.engine,
+            "entry": entry, "entry_bg": entry_bg,
+            "layers": [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)],
+            "config": hotconfig.pick(ctx.config),
+            "config_stamp": hotconfig.stamp(session.project)}
 
 
 def _templates(engine: Any, session: Any) -> tuple[list[str] | None, list[str] | None]:
@@ -100,12 +102,39 @@ def entry_argv(session_id: str, command: str, cwd: str, cwd_out: str) -> list[st
     return [str(a) for a in ctx.engine(session).entry_argv(session, request)]
 
 
+def run_in_sandbox(session_id: str, command: str, stdin_path: str) -> str | None:
+    """Run ``command`` in the session's sandbox with the file ``stdin_path`` as its input,
+    through :func:`manager.session.sandbox.run`; None when it worked, else why not."""
+    enable_site()
+    import subprocess
+    import tempfile
+
+    from manager.engines.base import RunRequest
+    from manager.errors import WorkspaceError
+    from manager.session import sandbox
+    from manager.session import store
+    from manager.session.context import Context
+
+    try:
+        session = store.load(session_id)
+        ctx = Context.load(session.project)
+        with open(stdin_path, "rb") as stdin, tempfile.TemporaryFile() as stderr:
+            request = RunRequest(command=command, cwd="/", timeout=60, stdin=stdin,
+                                 stdout=subprocess.DEVNULL, stderr=stderr)
+            status = sandbox.run(ctx, session, request)
+            stderr.seek(0)
+            why = stderr.read().decode(errors="replace").strip()
+    except (OSError, WorkspaceError) as exc:
+        return str(exc)
+    return None if status == 0 else why or f"exit {status}"
+
+
 # -- SessionStart ------------------------------------------------------------------
 
 
 def session_start(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         raise protocol.HookInputError(f"unusable session_id {claude_id!r}")
     source = str(payload.get("source") or "startup")
     session_id = _adopt(claude_id, source, payload)
@@ -188,7 +217,7 @@ def pending_summary(session_id: str) -> str:
 
 def session_end(payload: dict[str, Any]) -> dict[str, Any]:
     claude_id = protocol.field(payload, "session_id")
-    if not state.valid_id(claude_id):
+    if not paths.valid_id(claude_id):
         return {}
     enable_site()
     from manager.errors import WorkspaceError
@@ -202,5 +231,5 @@ def session_end(payload: dict[str, Any]) -> dict[str, Any]:
     # Still busy: the holder's idle exit and `workspace gc` take over.
     with contextlib.suppress(WorkspaceError):
         Context.load(session.project).engine(session).release(session)
-    shutil.rmtree(os.path.join(state.session_dir(session_id), state.CALLS), ignore_errors=True)
+    shutil.rmtree(os.path.join(paths.session_root(session_id), state.CALLS), ignore_errors=True)
     return {}

@@ -23,10 +23,13 @@ from __future__ import annotations
 import json
 import os
 
+from manager.session import paths
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from typing import Any
-    from typing import TypeGuard
+
+    from manager.claude.records import Hot
 
 HOT = "claude.json"
 CWD = "claude-cwd"
@@ -38,36 +41,17 @@ ALIASES = "claude-alias"
 CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def state_home() -> str:
-    """``$XDG_STATE_HOME/workspace``, as :func:`manager.session.paths.state_home` (without pathlib)."""
-    base = os.environ.get("XDG_STATE_HOME")
-    if not base:
-        from manager.session import paths  # the default, and the test guard, live there
-
-        return str(paths.state_home())
-    return os.path.join(base, "workspace")
-
-
-def session_dir(session_id: str) -> str:
-    return os.path.join(state_home(), "sessions", session_id)
-
-
-def valid_id(value: Any, limit: int = 128) -> TypeGuard[str]:
-    return (isinstance(value, str) and 0 < len(value) <= limit and value[0].isalnum()
-            and all(c.isalnum() or c in "._-" for c in value))
-
-
 def resolve_session(claude_id: str) -> str:
     """The workspace session id for a Claude session id (itself unless aliased)."""
     try:
-        with open(os.path.join(state_home(), ALIASES, claude_id), encoding="utf-8") as f:
+        with open(os.path.join(paths.state_root(), ALIASES, claude_id), encoding="utf-8") as f:
             target = f.read().strip()
     except FileNotFoundError:
         return claude_id
-    return target if valid_id(target) else claude_id
+    return target if paths.valid_id(target) else claude_id
 
 
-def read_hot(session_id: str) -> dict[str, Any] | None:
+def read_hot(session_id: str) -> Hot | None:
     """The plugin's hot state of a session, or None when it is to be (re)built.
 
     It is derived from the session record and the configuration, so one that is
@@ -76,33 +60,33 @@ def read_hot(session_id: str) -> dict[str, Any] | None:
     """
     from manager import versioning
 
-    path = os.path.join(session_dir(session_id), HOT)
+    path = os.path.join(paths.session_root(session_id), HOT)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data: Any = json.load(f)
     except (FileNotFoundError, ValueError):
         return None
     versioning.check("claude", data, path)
-    if not isinstance(data, dict) or data.get("code") != [CODE, versioning.RELEASE]:
-        return None
-    return data
+    ours = isinstance(data, dict) and data.get("code") == [CODE, versioning.RELEASE]
+    hot: Hot | None = data if ours else None     # what write_hot wrote, by this code
+    return hot
 
 
-def write_hot(session_id: str, data: dict[str, Any]) -> None:
+def write_hot(session_id: str, data: Hot) -> None:
     from pathlib import Path
 
     from manager import versioning
     from manager.fsutil import write_atomic
 
     read_hot(session_id)    # one in a newer format is not ours to overwrite: raises
-    data = versioning.stamp("claude", dict(data, code=[CODE, versioning.RELEASE]))
-    write_atomic(Path(session_dir(session_id)) / HOT, json.dumps(data, indent=1).encode())
+    record = versioning.stamp("claude", dict(data, code=[CODE, versioning.RELEASE]))
+    write_atomic(Path(paths.session_root(session_id)) / HOT, json.dumps(record, indent=1).encode())
 
 
 def read_cwd(session_id: str) -> tuple[str, str] | None:
     """(sandbox cwd, the client cwd it left) after the last successful call."""
     try:
-        with open(os.path.join(session_dir(session_id), CWD), encoding="utf-8",
+        with open(os.path.join(paths.session_root(session_id), CWD), encoding="utf-8",
                   errors="surrogateescape") as f:
             fields = f.read().split("\0")
     except FileNotFoundError:
@@ -115,24 +99,24 @@ def read_cwd(session_id: str) -> tuple[str, str] | None:
 def take_bypass(session_id: str) -> bool:
     """Consume the one-shot bypass: True for exactly one caller."""
     try:
-        os.unlink(os.path.join(session_dir(session_id), BYPASS))
+        os.unlink(os.path.join(paths.session_root(session_id), BYPASS))
     except FileNotFoundError:
         return False
     return True
 
 
 def arm_bypass(session_id: str) -> None:
-    path = os.path.join(session_dir(session_id), BYPASS)
+    path = os.path.join(paths.session_root(session_id), BYPASS)
     with open(path, "w", encoding="utf-8") as f:
         f.write("next Bash call runs unsandboxed\n")
 
 
 def bypass_armed(session_id: str) -> bool:
-    return os.path.exists(os.path.join(session_dir(session_id), BYPASS))
+    return os.path.exists(os.path.join(paths.session_root(session_id), BYPASS))
 
 
 def call_path(session_id: str, tool_use_id: str, suffix: str) -> str:
-    return os.path.join(session_dir(session_id), CALLS, f"{tool_use_id}.{suffix}")
+    return os.path.join(paths.session_root(session_id), CALLS, f"{tool_use_id}.{suffix}")
 
 
 def record_call(session_id: str, tool_use_id: str, command: str) -> None:
@@ -163,6 +147,6 @@ def set_alias(claude_id: str, session_id: str) -> None:
 
     from manager.fsutil import write_atomic
 
-    root = Path(state_home()) / ALIASES
+    root = Path(paths.state_root()) / ALIASES
     root.mkdir(parents=True, exist_ok=True)
     write_atomic(root / claude_id, session_id.encode() + b"\n")

@@ -11,6 +11,7 @@ from manager.guardrails import actions
 from manager.guardrails.budget import Report
 from manager.guardrails.budget import format_count
 from manager.guardrails.target import for_cli
+from manager.guardrails.target import not_in_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +29,7 @@ def show(args: argparse.Namespace) -> int:
         if args.json:
             ui.dump_json({"session": target.session_id, "enabled": False})
         else:
-            ui.out(f"{target.ctx.project} is not in a git repository: the diff budget is off here")
+            ui.out(not_in_git(target))
         return 0
     report = actions.measure(target)
     if args.json:

@@ -10,6 +10,7 @@ from manager import ui
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.guardrails import actions
+from manager.guardrails.state import Checkpoint
 from manager.guardrails.target import for_cli
 from manager.guardrails.target import require_git
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _line(item: dict[str, Any]) -> str:
+def _line(item: Checkpoint) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["time"]))
     return (f"{ui.paint(str(item['id']).rjust(4), 'bold')}  {item['commit'][:10]}  {when}  "
             f"{item['files']:>4} files  {item['lines']:>6} lines  {item['message']}")

@@ -51,7 +51,7 @@ def _show_unreadable(found: list[health.Unreadable]) -> None:
 
 def _checks(name: str, ctx: Context) -> list[Check]:
     try:
-        return list(registry.get(name)(ctx.config).checks())
+        return list(registry.make(name, ctx.config).checks())
     except WorkspaceError as exc:
         return [Check("load", False, str(exc), "see the message")]
 

@@ -15,6 +15,7 @@ from manager import ui
 from manager.claude import state
 from manager.commands.common import session_args
 from manager.errors import WorkspaceError
+from manager.session import paths
 from manager.session.context import Context
 
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _claude_session() -> str | None:
     """Inside a Claude Code session (a slash command): that session's sandbox."""
     claude_id = os.environ.get("CLAUDE_CODE_SESSION_ID")
-    return state.resolve_session(claude_id) if state.valid_id(claude_id) else None
+    return state.resolve_session(claude_id) if paths.valid_id(claude_id) else None
 
 
 def passthrough(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.guardrails import actions
 from manager.guardrails.target import for_cli
+from manager.guardrails.target import not_in_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,11 +24,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def reset(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
     if target.shadow is None:
-        ui.out(f"{target.ctx.project} is not in a git repository: the diff budget is off here")
+        if args.json:
+            ui.dump_json({"session": target.session_id, "enabled": False})
+        else:
+            ui.out(not_in_git(target))
         return 0
     state = actions.reset(target)
     if args.json:
-        ui.dump_json({"session": target.session_id, **state})
+        ui.dump_json({"session": target.session_id, "enabled": True, **state})
     else:
         ui.out(f"diff budget reset for session {target.session_id}: "
                f"0/{target.ctx.config['budget.limit']} from now")

@@ -26,9 +26,9 @@ def rewind(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
     result = actions.rewind(target, args.id)
     if args.json:
-        ui.dump_json({"session": target.session_id, **result})
+        ui.dump_json({"session": target.session_id, **result.as_json()})
         return 0
-    ui.out(f"rewound to checkpoint {result['rewound_to']} ({result['paths']} path(s) restored)")
-    if result["undo"] is not None:
-        ui.out(ui.paint(f"  (undo with `workspace rewind {result['undo']}`)", "dim"))
+    ui.out(f"rewound to checkpoint {result.rewound_to} ({result.paths} path(s) restored)")
+    if result.undo is not None:
+        ui.out(ui.paint(f"  (undo with `workspace rewind {result.undo}`)", "dim"))
     return 0

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from manager.commands.common import session_args
+from manager.engines import registry
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
-from manager.session import store
+from manager.session import sandbox
 from manager.session.context import Context
 
 SANDBOX_FAILED = 125  # as the per-call entries: the command did not run
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "there is none); its side effects stay in the overlay.")
     session_args(p)
     p.add_argument("--new", action="store_true", help="start a new session for the project")
-    p.add_argument("--engine", help="engine for a new session (auto, try, overlay, podman, docker)")
+    p.add_argument("--engine", help=f"engine for a new session ({', '.join(registry.CHOICES)})")
     p.add_argument("--cwd", help="working directory inside the sandbox (default: the current one)")
     p.add_argument("--cwd-out", help="write the final working directory to this file")
     p.add_argument("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)")
@@ -49,13 +50,10 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     ctx = Context.load(args.project, {"engine": args.engine})
     session = ctx.open_or_create(args.session, new=args.new)
-    engine = ctx.engine(session)
-    with store.lock(session, shared=True, timeout=60):
-        engine.prepare(session)
-        request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
-                             timeout=args.timeout,
-                             cwd_out=Path(args.cwd_out) if args.cwd_out else None)
-        return engine.run(session, request)
+    request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
+                         timeout=args.timeout,
+                         cwd_out=Path(args.cwd_out) if args.cwd_out else None)
+    return sandbox.run(ctx, session, request)
 
 
 def _command(args: argparse.Namespace) -> str:

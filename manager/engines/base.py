@@ -12,11 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+from typing import TYPE_CHECKING
 from typing import Protocol
+from typing import runtime_checkable
 
 from manager.changes.model import Layer
-from manager.config import Config
 from manager.session.store import Session
+
+if TYPE_CHECKING:
+    from manager.engines.container import Labelled
+
+
+# Shared with every ``*_enter.sh`` (tests/engines/test_entry_scripts.py ties them):
+NOT_ENTERED = 125                       # exit status: the sandbox could not be entered
+NO_FALLBACK = "WORKSPACE_NO_FALLBACK"   # set: an entry script fails instead of calling the CLI
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,9 @@ class Check:
         return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
+Streams = tuple["IO[bytes] | int | None", "IO[bytes] | int | None", "IO[bytes] | int | None"]
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """One command to run in a session's sandbox."""
@@ -40,6 +53,14 @@ class RunRequest:
     cwd: str                       # working directory inside the sandbox
     timeout: float | None = None   # seconds; the whole process tree dies when it runs out
     cwd_out: Path | None = None    # where to record the final working directory
+    # The command's standard streams: None inherits this process's (the CLI's terminal).
+    stdin: IO[bytes] | int | None = None
+    stdout: IO[bytes] | int | None = None
+    stderr: IO[bytes] | int | None = None
+
+    def streams(self) -> Streams:
+        """(stdin, stdout, stderr), as ``subprocess.Popen`` takes them."""
+        return self.stdin, self.stdout, self.stderr
 
 
 class Engine(Protocol):
@@ -62,7 +83,9 @@ class Engine(Protocol):
         """Make the sandbox ready for calls (idempotent); called under the session lock."""
 
     def run(self, session: Session, request: RunRequest) -> int:
-        """Run with this process's stdio; return the exit status (128+N for signal N, 124 timeout)."""
+        """Run with the request's streams (default: this process's stdio); return the exit
+        status (128+N for signal N, 124 timeout). Callers use :func:`manager.session.sandbox.run`,
+        which takes the session lock and prepares the sandbox first."""
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         """The lean argv that runs ``request`` in a prepared sandbox, for per-call hooks.
@@ -84,11 +107,12 @@ def first_failure(checks: list[Check]) -> str | None:
     return f"{failed[0].detail} (fix: {failed[0].fix})" if failed else None
 
 
-EngineFactory = type  # engines are classes constructed with the merged Config
+@runtime_checkable
+class LeavesContainers(Protocol):
+    """An optional capability: engines whose containers may outlive their session (gc sweeps them)."""
 
+    def labelled(self) -> list[Labelled]:
+        """Containers of this state directory's sessions, running or not."""
 
-def make(name: str, config: Config) -> Engine:
-    from manager.engines import registry
-
-    engine: Engine = registry.get(name)(config)
-    return engine
+    def remove_orphan(self, found: Labelled) -> None:
+        """Remove a container whose session record is gone."""

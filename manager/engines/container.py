@@ -48,6 +48,7 @@ from manager.config import Config
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
+from manager.engines.base import Streams
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
@@ -443,7 +444,7 @@ class ContainerEngine:
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
-        return run_entry(self.entry_argv(session, request), env)
+        return run_entry(self.entry_argv(session, request), env, request.streams())
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         timeout = "" if request.timeout is None else f"{request.timeout:g}"
@@ -630,13 +631,16 @@ def running_calls(sandbox: Path) -> list[str]:
     return busy
 
 
-def run_entry(argv: list[str], env: dict[str, str]) -> int:
+def run_entry(argv: list[str], env: dict[str, str],
+              streams: Streams = (None, None, None)) -> int:
     """Run the entry script with stdio inherited; it alone gets our signals.
 
     The script turns TERM/INT/HUP into ``ws-exec --kill`` inside the container;
     signalling the exec client as well would only lose the command's status.
     """
-    proc = subprocess.Popen(argv, env=env, preexec_fn=procs.die_with_parent)  # noqa: PLW1509
+    stdin, stdout, stderr = streams
+    proc = subprocess.Popen(argv, env=env, preexec_fn=procs.die_with_parent,  # noqa: PLW1509
+                            stdin=stdin, stdout=stdout, stderr=stderr)
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -96,7 +96,7 @@ class OverlayEngine:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1", WORKSPACE_NOT_ENTERED_FD=str(write_end))
         try:
             status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
-                                    pass_fds=(write_end,))
+                                    pass_fds=(write_end,), streams=request.streams())
         finally:
             os.close(write_end)
         with os.fdopen(read_end, "rb") as pipe:

@@ -9,6 +9,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from manager.engines.base import Streams
 
 PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -95,10 +99,12 @@ def exit_status(returncode: int) -> int:
 
 
 def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None,
-             pass_fds: tuple[int, ...] = ()) -> int:
-    """Run ``argv`` (a process whose death kills its whole tree) with stdio inherited."""
+             pass_fds: tuple[int, ...] = (), streams: Streams = (None, None, None)) -> int:
+    """Run ``argv`` (a process whose death kills its whole tree); stdio inherited unless
+    ``streams`` (``Popen``'s stdin/stdout/stderr) says otherwise."""
+    stdin, stdout, stderr = streams
     proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent,  # noqa: PLW1509
-                            pass_fds=pass_fds)
+                            pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr)
     with forwarding(proc):
         try:
             return exit_status(proc.wait(timeout=timeout))

@@ -1,46 +1,75 @@
-"""Engine names to classes, and ``auto``: the first engine that works here."""
+"""The one table of engines: names to classes, which hold containers, and ``auto``.
+
+Every list of engine names (the ``engine`` setting's choices, ``--engine`` help,
+``doctor``, gc's container sweep, the tests) is derived from :data:`ENGINES`.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from manager.config import Config
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 
-# Imported lazily: container engines pull in heavy libraries.
-ENGINES: dict[str, str] = {
-    "try": "manager.engines.tryengine:TryEngine",
-    "overlay": "manager.engines.overlay:OverlayEngine",
-    "podman": "manager.engines.container:PodmanEngine",
-    "docker": "manager.engines.container:DockerEngine",
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from manager.config import Config
+    from manager.engines.base import Engine
+
+    EngineFactory = Callable[[Config], Engine]
+
+
+@dataclass(frozen=True)
+class Spec:
+    target: str            # "module:Class", imported lazily: container engines pull in heavy libraries
+    container: bool        # its sandboxes are containers (image, gc sweep)
+
+
+# In ``auto``'s order: the first that works here is chosen.
+ENGINES: dict[str, Spec] = {
+    "try": Spec("manager.engines.tryengine:TryEngine", container=False),
+    "overlay": Spec("manager.engines.overlay:OverlayEngine", container=False),
+    "podman": Spec("manager.engines.container:PodmanEngine", container=True),
+    "docker": Spec("manager.engines.container:DockerEngine", container=True),
 }
-AUTO_ORDER = ("try", "overlay", "podman", "docker")
+AUTO = "auto"
+AUTO_ORDER = tuple(ENGINES)
+CHOICES = (AUTO, *ENGINES)
+CONTAINER_ENGINES = tuple(name for name, spec in ENGINES.items() if spec.container)
 
 
-def get(name: str) -> Any:
+def get(name: str) -> EngineFactory:
+    """The engine class called ``name`` (checked against :class:`Engine` by mypy)."""
     try:
-        module_name, attr = ENGINES[name].split(":")
+        module_name, attr = ENGINES[name].target.split(":")
     except KeyError:
-        raise WorkspaceError(f"unknown engine {name!r}; choose one of auto, {', '.join(ENGINES)}") from None
+        raise WorkspaceError(f"unknown engine {name!r}; choose one of {', '.join(CHOICES)}") from None
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise EngineUnavailable(f"engine {name!r} is not available: {exc}") from exc
-    return getattr(module, attr)
+    factory: EngineFactory = getattr(module, attr)
+    return factory
+
+
+def make(name: str, config: Config) -> Engine:
+    """The one way to make an engine: its class, given the merged configuration."""
+    return get(name)(config)
 
 
 def resolve(config: Config) -> tuple[str, str, list[str]]:
     """(engine name, where the choice came from, why earlier auto candidates were skipped)."""
     wanted = config["engine"]
     source = config.sources["engine"]
-    if wanted != "auto":
+    if wanted != AUTO:
         return wanted, source, []
     skipped: list[str] = []
     for name in AUTO_ORDER:
         try:
-            reason = get(name)(config).health_check()
+            reason = make(name, config).health_check()
         except EngineUnavailable as exc:
             reason = str(exc)
         if reason is None:
@@ -50,3 +79,14 @@ def resolve(config: Config) -> tuple[str, str, list[str]]:
         "no sandbox engine works on this host:\n  " + "\n  ".join(skipped),
         hint="run `workspace doctor` for the fix of each",
     )
+
+
+def _typed_table() -> None:
+    """For mypy only: every class in the table fills the engine protocol."""
+    if TYPE_CHECKING:
+        from manager.engines.container import DockerEngine
+        from manager.engines.container import PodmanEngine
+        from manager.engines.overlay import OverlayEngine
+        from manager.engines.tryengine import TryEngine
+
+        _: list[EngineFactory] = [TryEngine, OverlayEngine, PodmanEngine, DockerEngine]

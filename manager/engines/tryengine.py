@@ -63,7 +63,8 @@ class TryEngine:
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
-        return procs.run_tree(self.entry_argv(session, request), env, request.timeout)
+        return procs.run_tree(self.entry_argv(session, request), env, request.timeout,
+                              streams=request.streams())
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return entry_command(session.sandbox, session.id, self._info(session), request.cwd,

@@ -1,32 +1,33 @@
 """Guard rails: the diff budget and checkpoints, as the hooks and the CLI use them.
 
 For the hook layer -- each function takes the parsed hook input (a dict; unknown
-fields ignored) and returns the dict to print as JSON on stdout (``{}``: no
-opinion). None of them raises: a failure becomes a ``systemMessage`` so Claude
-is never blocked or trapped by a broken guard rail. Call:
+fields ignored) and returns an :class:`Outcome` (``Outcome()``: no opinion); the
+Claude plugin (:mod:`manager.claude.guard`) turns it into the hook's JSON. None of
+them raises: a failure becomes a notice so Claude is never blocked or trapped by
+a broken guard rail. Call:
 
 - SessionStart (every source):   ``on_session_start(payload)``
   Captures the budget baseline unless the session already has one
   (idempotent for resume/compact/clear/fork).
 - UserPromptSubmit:              ``on_prompt(payload)``
   Overlap detection: continue the session's checkpoint stream or start afresh;
-  with ``checkpoints.warn_other_sessions`` it may return a ``systemMessage`` and
-  ``hookSpecificOutput.additionalContext``.
+  with ``checkpoints.warn_other_sessions`` it may return a notice that Claude is
+  told as well (``context``).
 - Stop:                          ``on_stop(payload)``
 - SubagentStop:                  ``on_stop(payload, subagent=True)``
   Takes an automatic checkpoint (Stop only) when something changed, then
-  checks the budget: over the limit it returns
-  ``{"decision": "block", "reason": "..."}`` at most ``budget.max_blocks``
-  times per stop sequence (``stop_hook_active``), else ``{}`` or a
-  ``systemMessage``.
+  checks the budget: over the limit it returns a ``block`` (the reason) at most
+  ``budget.max_blocks`` times per stop sequence (``stop_hook_active``), else
+  nothing or a notice.
 
 ``payload["session_id"]`` is the workspace session id. Outside a git repository
-all of them return ``{}`` (the feature turns itself off quietly).
+all of them return ``Outcome()`` (the feature turns itself off quietly).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from manager.errors import WorkspaceError
@@ -35,11 +36,41 @@ from manager.guardrails import checkpoints
 from manager.guardrails import state as guardstate
 from manager.guardrails.budget import Report
 from manager.guardrails.shadow import Snapshot
+from manager.guardrails.state import Blocks
+from manager.guardrails.state import Budget
+from manager.guardrails.state import Checkpoint
+from manager.guardrails.state import Checkpoints
+from manager.guardrails.state import GuardState
 from manager.guardrails.target import Target
 from manager.guardrails.target import for_hook
 from manager.guardrails.target import require_git
 
 Payload = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a guard rail has to say at a hook event."""
+
+    notice: str | None = None     # for the user
+    context: str | None = None    # for the model as well
+    block: str | None = None      # the stop is refused: why, for the model
+
+
+QUIET = Outcome()
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What ``rewind`` did: the checkpoint restored, paths written or removed, and the
+    checkpoint that undoes it (None when nothing was there to keep)."""
+
+    rewound_to: int
+    paths: int
+    undo: int | None
+
+    def as_json(self) -> dict[str, object]:
+        return {"rewound_to": self.rewound_to, "paths": self.paths, "undo": self.undo}
 # Subagents whose block counts are kept (their stop sequences are short).
 _AGENTS_KEPT = 16
 
@@ -47,47 +78,47 @@ _AGENTS_KEPT = 16
 # -- hook entry points --------------------------------------------------------------
 
 
-def on_session_start(payload: Payload) -> Payload:
+def on_session_start(payload: Payload) -> Outcome:
     return _guarded(payload, _session_start)
 
 
-def on_prompt(payload: Payload) -> Payload:
+def on_prompt(payload: Payload) -> Outcome:
     return _guarded(payload, _prompt)
 
 
-def on_stop(payload: Payload, subagent: bool = False) -> Payload:
+def on_stop(payload: Payload, subagent: bool = False) -> Outcome:
     return _guarded(payload, lambda t, p: _stop(t, p, subagent))
 
 
-def _guarded(payload: Payload, action: Callable[[Target, Payload], Payload]) -> Payload:
+def _guarded(payload: Payload, action: Callable[[Target, Payload], Outcome]) -> Outcome:
     session_id = payload.get("session_id") if isinstance(payload, dict) else None
     if not isinstance(session_id, str) or not session_id:
-        return {"systemMessage": "workspace guard rails: hook input has no session_id; skipped"}
+        return Outcome(notice="workspace guard rails: hook input has no session_id; skipped")
     try:
         cwd = payload.get("cwd")
         target = for_hook(session_id, cwd if isinstance(cwd, str) else None)
         if target.shadow is None:
-            return {}
+            return QUIET
         return action(target, payload)
     except WorkspaceError as exc:
-        return {"systemMessage": f"workspace guard rails skipped: {exc}"}
+        return Outcome(notice=f"workspace guard rails skipped: {exc}")
     except Exception as exc:  # noqa: BLE001 - a guard rail must never break the session
-        return {"systemMessage": f"workspace guard rails failed unexpectedly: {exc!r}"}
+        return Outcome(notice=f"workspace guard rails failed unexpectedly: {exc!r}")
 
 
-def _session_start(target: Target, payload: Payload) -> Payload:
+def _session_start(target: Target, payload: Payload) -> Outcome:
     with guardstate.edit(target.session_id) as state:
         _remember_project(target, state)
         if not state.get("budget", {}).get("baseline"):
             state["budget"] = budget.baseline_state(require_git(target), target.session_id,
                                                     target.snapshot())
-    return {}
+    return QUIET
 
 
-def _prompt(target: Target, payload: Payload) -> Payload:
+def _prompt(target: Target, payload: Payload) -> Outcome:
     config = target.ctx.config
     if not config["checkpoints.enabled"]:
-        return {}
+        return QUIET
     shadow = require_git(target)
     snap = target.snapshot()
     with guardstate.edit(target.session_id) as state:
@@ -95,36 +126,35 @@ def _prompt(target: Target, payload: Payload) -> Payload:
         cp = state.setdefault("checkpoints", checkpoints.fresh_state())
         checkpoints.continue_or_fresh(shadow, cp, snap)
     if not config["checkpoints.warn_other_sessions"]:
-        return {}
+        return QUIET
     others = checkpoints.others_on_base(shadow, target.session_id, snap.head)
     if not others:
-        return {}
+        return QUIET
     text = (f"workspace: session(s) {', '.join(others)} hold uncommitted checkpoints on the "
             f"same base commit {snap.head[:10] if snap.head else ''}; their work may overlap "
             "with this session's")
-    return {"systemMessage": text,
-            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}}
+    return Outcome(notice=text, context=text)
 
 
-def _stop(target: Target, payload: Payload, subagent: bool) -> Payload:
+def _stop(target: Target, payload: Payload, subagent: bool) -> Outcome:
     config = target.ctx.config
     check = config["budget.enabled"] and (config["budget.subagents"] or not subagent)
     auto = config["checkpoints.enabled"] and config["checkpoints.auto"] and not subagent
     if not (check or auto):
-        return {}
+        return QUIET
     snap = target.snapshot()
     with guardstate.edit(target.session_id) as state:
         _remember_project(target, state)
         if auto:
             _auto_checkpoint(target, state, snap)
         if not check:
-            return {}
+            return QUIET
         report = _measure(target, state, snap)
         return _decide(target, _block_counter(state["budget"], payload, subagent), report,
                        payload.get("stop_hook_active") is True)
 
 
-def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> dict[str, Any]:
+def _block_counter(state: Budget, payload: Payload, subagent: bool) -> Blocks | Budget:
     """Where this stop sequence counts its blocks: the main agent's, or one per subagent.
 
     Separate counters, so a subagent's fresh stop sequence (``stop_hook_active``
@@ -134,32 +164,31 @@ def _block_counter(state: dict[str, Any], payload: Payload, subagent: bool) -> d
         return state
     agent = payload.get("agent_id")
     key = agent if isinstance(agent, str) and agent else "subagent"
-    agents: dict[str, dict[str, Any]] = state.setdefault("agent_blocks", {})
+    agents = state.setdefault("agent_blocks", {})
     while key not in agents and len(agents) >= _AGENTS_KEPT:
         agents.pop(next(iter(agents)))          # the oldest: its sequence is long over
     return agents.setdefault(key, {})
 
 
-def _auto_checkpoint(target: Target, state: dict[str, Any], snap: Snapshot) -> None:
+def _auto_checkpoint(target: Target, state: GuardState, snap: Snapshot) -> None:
     shadow = require_git(target)
     cp = state.setdefault("checkpoints", checkpoints.fresh_state())
     if checkpoints.create(shadow, target.session_id, cp, snap, "automatic (Stop)", auto=True):
-        keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+        keep = {ref for ref in [checkpoints.current_ref(target.session_id, cp)] if ref}
         cap = target.ctx.config["checkpoints.max_size_mb"] << 20
         checkpoints.enforce_cap(shadow, cap, keep)
 
 
-def _decide(target: Target, state: dict[str, Any], report: Report, active: bool) -> Payload:
+def _decide(target: Target, state: Blocks | Budget, report: Report, active: bool) -> Outcome:
     if not active:
         state["blocks"] = 0
     if not report.over:
-        return {"systemMessage": f"workspace: {report.notice}"} if report.notice else {}
+        return Outcome(notice=f"workspace: {report.notice}") if report.notice else QUIET
     if state.get("blocks", 0) >= target.ctx.config["budget.max_blocks"]:
-        return {"systemMessage": f"workspace: {report.figure()} (limit {report.limit}); "
-                                 "not blocking again. Review, then `workspace reset`."}
+        return Outcome(notice=f"workspace: {report.figure()} (limit {report.limit}); "
+                              "not blocking again. Review, then `workspace reset`.")
     state["blocks"] = state.get("blocks", 0) + 1
-    reason = block_reason(report, target.ctx.config["budget.top_files"])
-    return {"decision": "block", "reason": reason}
+    return Outcome(block=block_reason(report, target.ctx.config["budget.top_files"]))
 
 
 def block_reason(report: Report, top: int) -> str:
@@ -174,11 +203,11 @@ def block_reason(report: Report, top: int) -> str:
 # -- shared with the CLI ------------------------------------------------------------------
 
 
-def _remember_project(target: Target, state: dict[str, Any]) -> None:
+def _remember_project(target: Target, state: GuardState) -> None:
     state["guard_project"] = str(target.ctx.project)
 
 
-def _measure(target: Target, state: dict[str, Any], snap: Snapshot) -> Report:
+def _measure(target: Target, state: GuardState, snap: Snapshot) -> Report:
     report, state["budget"] = budget.measure(require_git(target), target.ctx.config,
                                              state.get("budget", {}), target.session_id, snap)
     return report
@@ -192,17 +221,17 @@ def measure(target: Target) -> Report:
         return _measure(target, state, snap)
 
 
-def reset(target: Target) -> dict[str, Any]:
+def reset(target: Target) -> Budget:
     """Re-baseline at the current state (idempotent); the new budget state."""
     shadow = require_git(target)
     snap = target.snapshot()
     with guardstate.edit(target.session_id) as state:
         _remember_project(target, state)
         state["budget"] = budget.baseline_state(shadow, target.session_id, snap)
-        return dict(state["budget"])
+        return Budget(**state["budget"])
 
 
-def checkpoint(target: Target, message: str) -> dict[str, Any] | None:
+def checkpoint(target: Target, message: str) -> Checkpoint | None:
     """A checkpoint on demand; None when nothing changed since the last one."""
     shadow = require_git(target)
     snap = target.snapshot()
@@ -211,19 +240,19 @@ def checkpoint(target: Target, message: str) -> dict[str, Any] | None:
         cp = state.setdefault("checkpoints", checkpoints.fresh_state())
         item = checkpoints.create(shadow, target.session_id, cp, snap, message, auto=False)
         if item is not None:
-            keep = {checkpoints.stream_ref(target.session_id, cp["stream"])}
+            keep = {ref for ref in [checkpoints.current_ref(target.session_id, cp)] if ref}
             checkpoints.enforce_cap(shadow, target.ctx.config["checkpoints.max_size_mb"] << 20,
                                     keep)
         return item
 
 
-def list_checkpoints(target: Target) -> list[dict[str, Any]]:
+def list_checkpoints(target: Target) -> list[Checkpoint]:
     shadow = require_git(target)
     state = guardstate.read(target.session_id).get("checkpoints") or checkpoints.fresh_state()
     return checkpoints.listing(shadow, target.session_id, state)
 
 
-def rewind(target: Target, ident: str) -> dict[str, Any]:
+def rewind(target: Target, ident: str) -> Rewound:
     """Checkpoint the current state, then restore checkpoint ``ident`` exactly."""
     from manager.guardrails import rewind as rewind_mod
 
@@ -245,11 +274,12 @@ def rewind(target: Target, ident: str) -> dict[str, Any]:
         raise WorkspaceError(f"rewind to {item['id']} left differences (ignored files or "
                              "submodules in the way?)",
                              hint="`workspace status` and `git status` show what remains")
-    return {"rewound_to": item["id"], "paths": files, "undo": undo}
+    return Rewound(item["id"], files, undo)
 
 
-def _tip_id(cp: dict[str, Any]) -> int | None:
-    tip = (cp.get("stream") or {}).get("tip")
+def _tip_id(cp: Checkpoints) -> int | None:
+    stream = cp.get("stream")
+    tip = stream["tip"] if stream is not None else None
     return next((i["id"] for i in cp["items"] if i["commit"] == tip), None)
 
 

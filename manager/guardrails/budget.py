@@ -2,9 +2,9 @@
 
 The baseline is a snapshot (:mod:`manager.guardrails.shadow`) taken at session start and
 on reset; the measure is ``git diff-tree --numstat -M`` from it to a snapshot of
-the current state, overlay included. State: ``{"baseline", "head", "time",
-"blocks", "agent_blocks", "last"}`` under the session's ``budget`` key (``last``:
-the changes measured for the last snapshot's tree, reused while it is the same).
+the current state, overlay included. Its state is
+:class:`manager.guardrails.state.Budget` (``last``: the changes measured for the
+last snapshot's tree, reused while it is the same).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 from typing import Any
 
 from manager.config import Config
@@ -19,6 +20,9 @@ from manager.guardrails.gitplumbing import DiffEntry
 from manager.guardrails.gitplumbing import GitError
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.shadow import Snapshot
+
+if TYPE_CHECKING:
+    from manager.guardrails.state import Budget as BudgetState
 
 # What diff-tree says when a tree or blob it needs is gone (gc'ed, store removed).
 _MISSING = ("bad object", "unable to read", "not a tree object", "missing", "invalid object")
@@ -70,7 +74,7 @@ def format_count(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def baseline_state(shadow: Shadow, session_id: str, snap: Snapshot) -> dict[str, Any]:
+def baseline_state(shadow: Shadow, session_id: str, snap: Snapshot) -> BudgetState:
     """A fresh baseline at ``snap``; its tree is kept alive by a ref in the store."""
     shadow.store().update_ref(f"refs/ws-base/{ref_safe(session_id)}", snap.view)
     return {"baseline": snap.view, "head": snap.head, "time": time.time(), "blocks": 0}
@@ -80,8 +84,8 @@ def ref_safe(session_id: str) -> str:
     return session_id.replace(".", "_2E")
 
 
-def measure(shadow: Shadow, config: Config, state: dict[str, Any], session_id: str,
-            snap: Snapshot) -> tuple[Report, dict[str, Any]]:
+def measure(shadow: Shadow, config: Config, state: BudgetState, session_id: str,
+            snap: Snapshot) -> tuple[Report, BudgetState]:
     """The report and the (possibly renewed) budget state."""
     notice = None
     if not state.get("baseline"):
@@ -117,14 +121,14 @@ def _change(entry: DiffEntry) -> FileChange:
     return (entry.display, entry.status, entry.added, entry.deleted, kind)
 
 
-def _remembered(state: dict[str, Any], view: str) -> list[FileChange] | None:
+def _remembered(state: BudgetState, view: str) -> list[FileChange] | None:
     last = state.get("last")
     if isinstance(last, dict) and last.get("view") == view:
         return [tuple(row) for row in last["changes"]]
     return None
 
 
-def _remember(state: dict[str, Any], view: str, changes: list[FileChange]) -> None:
+def _remember(state: BudgetState, view: str, changes: list[FileChange]) -> None:
     if len(changes) <= REMEMBER_AT_MOST:
         state["last"] = {"view": view, "changes": [list(c) for c in changes]}
     else:

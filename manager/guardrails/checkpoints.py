@@ -9,13 +9,7 @@ restore both exactly.
 
 Objects a checkpoint needs that are not reachable from the base commit are
 copied into the store, so the user's ``git gc --prune=now`` cannot take them.
-State under the session's ``checkpoints`` key::
-
-    {"next_id": 3, "next_stream": 2,
-     "stream": {"n": 1, "base": SHA|None, "base_tree": TREE, "tip": SHA|None, "tip_tree": TREE|None,
-                "files": [...]},
-     "items": [{"id", "commit", "tree", "worktree", "base", "stream", "time", "files",
-                "lines", "message", "auto"}]}
+Their state is :class:`manager.guardrails.state.Checkpoints`.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from manager.errors import WorkspaceError
 from manager.guardrails.budget import ref_safe
@@ -35,17 +29,29 @@ from manager.guardrails.shadow import Shadow
 from manager.guardrails.shadow import Snapshot
 from manager.guardrails.shadow import head_tree
 
+if TYPE_CHECKING:
+    from manager.guardrails.state import Checkpoint
+    from manager.guardrails.state import Checkpoints
+    from manager.guardrails.state import Stream
+
 STREAMS = "refs/ws/"
 WORKTREES = "refs/ws-w/"
 ZERO = "0" * 40
 
 
-def fresh_state() -> dict[str, Any]:
+def fresh_state() -> Checkpoints:
     return {"next_id": 1, "next_stream": 1, "stream": None, "items": []}
 
 
-def stream_ref(session_id: str, stream: dict[str, Any]) -> str:
-    return f"{STREAMS}{ref_safe(session_id)}/{stream['n']}-{stream['base'] or 'root'}"
+def stream_ref(session_id: str, n: int, base: str | None) -> str:
+    """The ref of stream ``n`` on ``base``."""
+    return f"{STREAMS}{ref_safe(session_id)}/{n}-{base or 'root'}"
+
+
+def current_ref(session_id: str, state: Checkpoints) -> str | None:
+    """The ref of the session's current stream, if it has one."""
+    stream = state["stream"]
+    return None if stream is None else stream_ref(session_id, stream["n"], stream["base"])
 
 
 def worktree_prefix(ref: str) -> str:
@@ -57,8 +63,8 @@ def worktree_prefix(ref: str) -> str:
 # -- taking one ------------------------------------------------------------------
 
 
-def create(shadow: Shadow, session_id: str, state: dict[str, Any], snap: Snapshot,
-           message: str, auto: bool) -> dict[str, Any] | None:
+def create(shadow: Shadow, session_id: str, state: Checkpoints, snap: Snapshot,
+           message: str, auto: bool) -> Checkpoint | None:
     """Record ``snap`` as a checkpoint; None when nothing changed since the last one."""
     stream = _current_stream(state, snap)
     if stream["tip"] and snap.view == stream["tip_tree"]:
@@ -70,21 +76,21 @@ def create(shadow: Shadow, session_id: str, state: dict[str, Any], snap: Snapsho
     git = shadow.store()
     parents = [p for p in (stream["tip"] or stream["base"],) if p]
     commit = git.commit_tree(snap.view, parents, message or "checkpoint")
+    ref = stream_ref(session_id, stream["n"], stream["base"])
     entries = git.diff_trees(parent_tree, snap.view, trees=True)
     _retain(shadow, entries, [commit, snap.view])
     if snap.worktree != snap.view:
         _retain(shadow, git.diff_trees(snap.view, snap.worktree, renames=False, numstat=False,
                                        trees=True), [snap.worktree])
-        git.update_ref(f"{worktree_prefix(stream_ref(session_id, stream))}{state['next_id']}",
-                       snap.worktree)
-    git.update_ref(stream_ref(session_id, stream), commit)
+        git.update_ref(f"{worktree_prefix(ref)}{state['next_id']}", snap.worktree)
+    git.update_ref(ref, commit)
     item = _item(state, stream, commit, snap, entries, message, auto)
-    stream.update(tip=commit, tip_tree=snap.view,
-                  files=_changed_paths(git, base_tree, snap.view))
+    stream["tip"], stream["tip_tree"] = commit, snap.view
+    stream["files"] = _changed_paths(git, base_tree, snap.view)
     return item
 
 
-def _current_stream(state: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
+def _current_stream(state: Checkpoints, snap: Snapshot) -> Stream:
     stream = state.get("stream")
     if stream is None or stream["base"] != snap.head:
         stream = {"n": state["next_stream"], "base": snap.head, "tip": None, "tip_tree": None,
@@ -94,17 +100,17 @@ def _current_stream(state: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
     return stream
 
 
-def _base_tree(shadow: Shadow, stream: dict[str, Any]) -> str:
+def _base_tree(shadow: Shadow, stream: Stream) -> str:
     """The base commit's tree, looked up once per stream."""
     if not stream.get("base_tree"):
         stream["base_tree"] = head_tree(shadow, stream["base"])
     return str(stream["base_tree"])
 
 
-def _item(state: dict[str, Any], stream: dict[str, Any], commit: str, snap: Snapshot,
-          entries: list[DiffEntry], message: str, auto: bool) -> dict[str, Any]:
+def _item(state: Checkpoints, stream: Stream, commit: str, snap: Snapshot,
+          entries: list[DiffEntry], message: str, auto: bool) -> Checkpoint:
     blobs = [e for e in entries if not e.is_tree]
-    item = {"id": state["next_id"], "commit": commit, "tree": snap.view,
+    item: Checkpoint = {"id": state["next_id"], "commit": commit, "tree": snap.view,
             "worktree": snap.worktree, "base": stream["base"], "stream": stream["n"],
             "time": time.time(), "files": len(blobs),
             "lines": sum((e.added or 0) + (e.deleted or 0) for e in blobs),
@@ -136,18 +142,18 @@ def live_streams(shadow: Shadow) -> dict[str, str]:
     return dict(shadow.store().refs(STREAMS))
 
 
-def listing(shadow: Shadow, session_id: str, state: dict[str, Any]) -> list[dict[str, Any]]:
+def listing(shadow: Shadow, session_id: str, state: Checkpoints) -> list[Checkpoint]:
     """The session's checkpoints whose stream still exists, oldest first."""
     live = live_streams(shadow)
     result = []
     for item in state.get("items", []):
-        ref = stream_ref(session_id, {"n": item["stream"], "base": item["base"]})
+        ref = stream_ref(session_id, item["stream"], item["base"])
         if ref in live:
             result.append(item)
     return result
 
 
-def find(items: list[dict[str, Any]], ident: str) -> dict[str, Any]:
+def find(items: list[Checkpoint], ident: str) -> Checkpoint:
     """A checkpoint by number or by a commit-id prefix (at least 4 hex digits)."""
     for item in items:
         if ident.isdigit() and item["id"] == int(ident):
@@ -163,7 +169,7 @@ def find(items: list[dict[str, Any]], ident: str) -> dict[str, Any]:
 # -- overlap detection ------------------------------------------------------------
 
 
-def continue_or_fresh(shadow: Shadow, state: dict[str, Any], snap: Snapshot) -> str | None:
+def continue_or_fresh(shadow: Shadow, state: Checkpoints, snap: Snapshot) -> str | None:
     """At prompt start: keep the stream, or close it so the next checkpoint starts afresh.
 
     Fresh when HEAD moved, the work tree is clean against the base, or every
@@ -178,7 +184,7 @@ def continue_or_fresh(shadow: Shadow, state: dict[str, Any], snap: Snapshot) -> 
     return reason
 
 
-def _fresh_reason(shadow: Shadow, stream: dict[str, Any], snap: Snapshot) -> str | None:
+def _fresh_reason(shadow: Shadow, stream: Stream, snap: Snapshot) -> str | None:
     if stream["base"] != snap.head:
         return "HEAD moved since the stream began"
     changed = _changed_paths(shadow.work(), _base_tree(shadow, stream), snap.view)

@@ -29,7 +29,7 @@ from manager.guardrails.gitplumbing import DiffEntry
 from manager.guardrails.gitplumbing import Git
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.target import Target
-from manager.session import store
+from manager.session import sandbox
 
 # Exit status of a sandbox script that could not restore the view.
 _ABORT = 97
@@ -128,15 +128,5 @@ def _add_member(tar: tarfile.TarFile, entry: DiffEntry, blob: bytes) -> None:
 def _run_in_sandbox(target: Target, script: str, stdin: IO[bytes]) -> int:
     """Run ``script`` in the session's sandbox with ``stdin`` as its standard input."""
     assert target.session is not None
-    engine = target.ctx.engine(target.session)
-    saved = os.dup(0)
-    try:
-        os.dup2(stdin.fileno(), 0)
-        with store.lock(target.session, shared=True, timeout=60):
-            engine.prepare(target.session)
-            request = RunRequest(command=script, cwd=str(target.shadow.repo.worktree)
-                                 if target.shadow else "/")
-            return engine.run(target.session, request)
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)
+    cwd = str(target.shadow.repo.worktree) if target.shadow else "/"
+    return sandbox.run(target.ctx, target.session, RunRequest(command=script, cwd=cwd, stdin=stdin))

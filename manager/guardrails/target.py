@@ -44,17 +44,17 @@ def for_hook(session_id: str, cwd: str | None) -> Target:
 
 
 def for_cli(session_id: str | None, project: str | None) -> Target:
-    """``--session``, else the project's current session, else the latest hook-only state."""
+    """The session :meth:`Context.find_session` resolves, else the latest hook-only state
+    (guard rails may hold state for a session whose record does not exist yet)."""
     from manager.guardrails import state as guardstate
 
     ctx = Context.load(project)
-    if session_id and store.exists(session_id):
-        session = store.load(session_id)
-        return _make(session.id, Context.load(session.project), session)
+    found = ctx.find_session(session_id)
+    if found is not None:
+        # A session named by id keeps its own project's settings.
+        return _make(found.id, ctx if found.project_path == ctx.project
+                     else Context.load(found.project), found)
     if not session_id:
-        found = store.current(ctx.project)
-        if found is not None:
-            return _make(found.id, ctx, found)
         session_id = guardstate.latest_for(ctx.project)
     state = guardstate.read(session_id) if session_id else {}
     if not session_id or not state:
@@ -70,8 +70,12 @@ def _make(session_id: str, ctx: Context, session: Session | None) -> Target:
     return Target(store.validate_id(session_id), ctx, session, open_shadow(ctx.project))
 
 
+def not_in_git(target: Target) -> str:
+    """The one wording of "the guard rails are off here"."""
+    return f"{target.ctx.project} is not in a git repository: the diff budget and checkpoints are off here"
+
+
 def require_git(target: Target) -> Shadow:
     if target.shadow is None:
-        raise WorkspaceError(f"{target.ctx.project} is not in a git repository: "
-                             "budget and checkpoints are off here")
+        raise WorkspaceError(not_in_git(target))
     return target.shadow

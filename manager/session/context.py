@@ -38,31 +38,32 @@ class Context:
     def engine(self, session: Session) -> Engine:
         # The engine recorded for an existing session wins over the configuration,
         # so a setting cannot silently retarget a sandbox that holds work.
-        engine: Engine = registry.get(session.engine)(self.config)
+        engine: Engine = registry.make(session.engine, self.config)
         return engine
 
-    def session(self, session_id: str | None = None) -> Session:
-        """The named session, else the project's current one (error when none)."""
+    def find_session(self, session_id: str | None = None) -> Session | None:
+        """The one session resolver: the named session, else (no name given) the project's
+        current one; None when there is no such record."""
         if session_id:
-            return store.load(session_id)
-        found = store.current(self.project)
-        if found is None:
-            raise WorkspaceError(f"no workspace session for {self.project}",
-                                 hint="`workspace run -- CMD` starts one")
-        return found
+            return store.load(session_id) if store.exists(session_id) else None
+        return store.current(self.project)
+
+    def session(self, session_id: str | None = None) -> Session:
+        """:meth:`find_session`, an error when there is none."""
+        found = self.find_session(session_id)
+        if found is not None:
+            return found
+        if session_id:
+            return store.load(session_id)       # raises "no session ...", with its hint
+        raise WorkspaceError(f"no workspace session for {self.project}",
+                             hint="`workspace run -- CMD` starts one")
 
     def open_or_create(self, session_id: str | None = None, new: bool = False,
                        origin: str = "cli") -> Session:
-        """Resume the session (by id, or the project's current one) or create it."""
+        """Resume the session (:meth:`find_session`) or create it."""
         with store.store_lock():
-            if not new:
-                if session_id and store.exists(session_id):
-                    return store.load(session_id)
-                if not session_id:
-                    found = store.current(self.project)
-                    if found is not None:
-                        return found
-            return self._create(session_id, origin)
+            found = None if new else self.find_session(session_id)
+            return found if found is not None else self._create(session_id, origin)
 
     def _create(self, session_id: str | None, origin: str) -> Session:
         name, source, skipped = registry.resolve(self.config)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from manager import config
 from manager.engines import procs
+from manager.engines import registry
+from manager.engines.base import LeavesContainers
 from manager.errors import WorkspaceError
 from manager.session import health
 from manager.session import store
@@ -16,7 +18,6 @@ from manager.session.context import Context
 from manager.session.store import Session
 
 if TYPE_CHECKING:
-    from manager.engines.container import ContainerEngine
     from manager.engines.container import Labelled
 
 
@@ -62,9 +63,6 @@ class GcReport:
     containers: list[dict[str, str]] = field(default_factory=list)
 
 
-CONTAINER_ENGINES = ("docker", "podman")
-
-
 def collect(dry_run: bool = False) -> GcReport:
     report = GcReport()
     sessions, errors = store.list_sessions()
@@ -91,10 +89,10 @@ def _sweep_containers(report: GcReport, stale: dict[str, Context], dry_run: bool
     Their changes are in the session's upper dir on the host, never in the
     container (volume mode exports them first: ``release``), so nothing is lost.
     """
-    from manager.engines import registry
-
-    for name in CONTAINER_ENGINES:
-        engine = registry.get(name)(config.load(None))
+    for name in registry.CONTAINER_ENGINES:
+        engine = registry.make(name, config.load(None))
+        if not isinstance(engine, LeavesContainers):
+            continue
         for found in engine.labelled():
             try:
                 reason = _sweep_one(engine, found, stale, dry_run)
@@ -106,11 +104,9 @@ def _sweep_containers(report: GcReport, stale: dict[str, Context], dry_run: bool
                                           "session": found.session, "reason": reason})
 
 
-def _sweep_one(engine: ContainerEngine, found: Labelled, stale: dict[str, Context],
+def _sweep_one(engine: LeavesContainers, found: Labelled, stale: dict[str, Context],
                dry_run: bool) -> str | None:
     """Why ``found`` goes ("session gone" or "session stale"), removing it unless dry; or None."""
-    from manager.engines import registry
-
     if not (store.session_dir(found.session) / store.RECORD).exists():
         if not dry_run:
             engine.remove_orphan(found)
@@ -119,7 +115,7 @@ def _sweep_one(engine: ContainerEngine, found: Labelled, stale: dict[str, Contex
         return None
     if not dry_run:
         # release, not a bare removal: it refuses while calls run (and exports volume mode).
-        registry.get(found.engine)(stale[found.session].config).release(store.load(found.session))
+        registry.make(found.engine, stale[found.session].config).release(store.load(found.session))
     return "session stale"
 
 

@@ -1,33 +1,107 @@
-"""Where workspace keeps its state and reads its configuration."""
+"""Where workspace keeps its state and reads its configuration: the one home of each rule.
+
+The hooks use these rules on every call, so this module imports ``os`` alone
+(no ``pathlib``, ``re`` or ``typing`` at import time): the string forms
+(``*_root``) are what the hook path calls, the ``Path`` forms wrap them for the
+rest of the package. The rules kept here, and nowhere else:
+
+- the state and config directories (XDG, and the test guard below);
+- which session ids are valid (also the names of files under them);
+- which configuration files are read, lowest precedence first;
+- the environment variable that sets a configuration key.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from manager.errors import StateError
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+    from typing import TypeGuard
 
 # Tests set this so that code which forgets to choose a temporary state
 # directory fails loudly instead of writing into the real home directory.
-_FORBID_DEFAULT = "WORKSPACE_FORBID_DEFAULT_STATE"
+FORBID_DEFAULT = "WORKSPACE_FORBID_DEFAULT_STATE"
+ID_LIMIT = 128
+ID_PUNCTUATION = "._-"
+CONFIG_NAMES = ("config.yaml", "config.yml", "config.json")
+PROJECT_FILE = ".workspace.yaml"
+ENV_PREFIX = "WORKSPACE_"
 
 
-def _xdg(var: str, default: str) -> Path:
+def _xdg(var: str, default: str) -> str:
     value = os.environ.get(var)
     if value:
-        return Path(value)
-    if os.environ.get(_FORBID_DEFAULT):
-        raise StateError(f"${var} is not set while {_FORBID_DEFAULT} is on (a test forgot its tmp dir)")
-    return Path.home() / default
+        return value
+    if os.environ.get(FORBID_DEFAULT):
+        from manager.errors import StateError
+
+        raise StateError(f"${var} is not set while {FORBID_DEFAULT} is on (a test forgot its tmp dir)")
+    return os.path.join(os.path.expanduser("~"), default)
+
+
+def state_root() -> str:
+    """``$XDG_STATE_HOME/workspace``: inherited identically by every subprocess."""
+    return os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "workspace")
+
+
+def config_root() -> str:
+    return os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "workspace")
+
+
+def session_root(session_id: str) -> str:
+    """A session's directory; ``session_id`` must be :func:`valid_id`."""
+    return os.path.join(state_root(), "sessions", session_id)
+
+
+def valid_id(value: Any, limit: int = ID_LIMIT) -> TypeGuard[str]:
+    """A session (or tool call) id: ASCII letters, digits and ``._-``, a letter or digit first."""
+    return (isinstance(value, str) and 0 < len(value) <= limit and value.isascii()
+            and value[0].isalnum() and all(c.isalnum() or c in ID_PUNCTUATION for c in value))
+
+
+def config_files(project: str | None) -> list[str]:
+    """Every file the configuration is read from, lowest precedence first."""
+    bases = [config_root()]
+    plugin_data = os.environ.get("CLAUDE_PLUGIN_DATA")
+    if plugin_data:
+        bases.append(plugin_data)
+    files = [os.path.join(base, name) for base in bases for name in CONFIG_NAMES]
+    if project is not None:
+        files.append(os.path.join(project, PROJECT_FILE))
+    return files
+
+
+def env_name(key: str) -> str:
+    """The environment variable that sets configuration key ``key`` (``a.b`` -> ``WORKSPACE_A__B``)."""
+    return ENV_PREFIX + key.upper().replace(".", "__")
+
+
+def enable_site() -> None:
+    """Add site-packages when running as a hook (``python -I -S``) and they are needed."""
+    import sys
+
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
+# -- the same, as Path objects, for the rest of the package ------------------------------
 
 
 def state_home() -> Path:
-    """``$XDG_STATE_HOME/workspace``: inherited identically by every subprocess."""
-    return _xdg("XDG_STATE_HOME", ".local/state") / "workspace"
+    from pathlib import Path
+
+    return Path(state_root())
 
 
 def config_home() -> Path:
-    return _xdg("XDG_CONFIG_HOME", ".config") / "workspace"
+    from pathlib import Path
+
+    return Path(config_root())
 
 
 def sessions_dir() -> Path:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from manager.changes import model
 from manager.changes.model import Change
 from manager.changes.model import is_within
+from manager.engines.base import RunRequest
 from manager.session import paths
 from manager.session import store
 from manager.session.context import Context
@@ -40,3 +41,15 @@ def upper_at_rest(ctx: Context, session: Session) -> Iterator[list[model.Layer]]
     with store.lock(session, timeout=10):
         engine.release(session)
         yield engine.layers(session)
+
+
+def run(ctx: Context, session: Session, request: RunRequest) -> int:
+    """Run ``request`` in the session's sandbox, preparing it first: the one way in.
+
+    ``workspace run``, a rewind writing the view and the plugin's sync of a Write
+    all come here; the streams are the request's (default: this process's stdio).
+    """
+    engine = ctx.engine(session)
+    with store.lock(session, shared=True, timeout=60):
+        engine.prepare(session)
+        return engine.run(session, request)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from manager.session import paths
 RECORD = "session.json"
 LOCK = "lock"
 SANDBOX = "sandbox"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass
@@ -43,11 +41,9 @@ class Session:
     origin: str = "cli"
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
-    cwd: str | None = None
     client_pid: int | None = None
     client_start: int | None = None
     notes: list[str] = field(default_factory=list)
-    engine_state: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -68,7 +64,7 @@ class Session:
 
 
 def validate_id(session_id: str) -> str:
-    if not _ID.match(session_id):
+    if not paths.valid_id(session_id):
         raise StateError(f"invalid session id {session_id!r}: use letters, digits, '.', '_' and '-'")
     return session_id
 

@@ -42,7 +42,7 @@ def current(project: Path) -> store.Session:
 
 
 def engine_for(name: str):
-    return registry.get(name)(config.load(None))
+    return registry.make(name, config.load(None))
 
 
 def test_one_container_per_session_reused(ws, project: Path, engine_name: str):

@@ -36,7 +36,7 @@ def test_changes_survive_release_and_a_lost_container(ws, project: Path, engine_
     cli = engine_cli(engine_name)
     ws("run", "--", "sh", "-c", "mkdir d && echo 1 > d/one", check=True)
     session = current(project)
-    registry.get(cli)(config.load(None)).release(session)   # exported, volume removed
+    registry.make(cli, config.load(None)).release(session)   # exported, volume removed
     assert not (session.sandbox / "volume").exists()
     ws("run", "--", "sh", "-c", "echo 2 > d/two", check=True)   # a fresh volume, pushed
     # The container vanishes without an export: the volume still holds the changes.

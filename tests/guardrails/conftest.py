@@ -40,7 +40,7 @@ def repo(project: Path, git_env: None) -> Git:
 @pytest.fixture
 def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The built-in overlay engine (skipped where it cannot run); holders released after."""
-    reason = registry.get("overlay")(config.load(None)).health_check()
+    reason = registry.make("overlay", config.load(None)).health_check()
     if reason:
         pytest.skip(f"overlay engine unavailable: {reason}")
     monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")

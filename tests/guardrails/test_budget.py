@@ -16,12 +16,12 @@ from manager.guardrails import actions
 SID = "claude-1"
 
 
-def start(project: Path, sid: str = SID) -> dict:
+def start(project: Path, sid: str = SID) -> actions.Outcome:
     return actions.on_session_start({"session_id": sid, "cwd": str(project),
                                         "hook_event_name": "SessionStart", "source": "startup"})
 
 
-def stop(project: Path, sid: str = SID, active: bool = False, subagent: bool = False) -> dict:
+def stop(project: Path, sid: str = SID, active: bool = False, subagent: bool = False) -> actions.Outcome:
     return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": active,
                                "hook_event_name": "SubagentStop" if subagent else "Stop"},
                               subagent=subagent)
@@ -31,58 +31,58 @@ def lines(n: int, tag: str = "x") -> str:
     return "".join(f"{tag} {i}\n" for i in range(n))
 
 
-def budget_json(ws, *args: str) -> dict:
+def budget_json(ws, *args: str) -> actions.Outcome:
     return json.loads(ws("budget", "--session", SID, "--json", *args, check=True).stdout)
 
 
 def test_under_the_limit_allows_and_over_it_blocks_with_figure_and_files(repo: Git, project: Path):
-    assert start(project) == {}
+    assert start(project) == actions.QUIET
     (project / "small.txt").write_text(lines(10))
-    assert stop(project) == {}
+    assert stop(project) == actions.QUIET
     (project / "big one.txt").write_text(lines(400))
     out = stop(project)
-    assert out["decision"] == "block"
-    assert "410/300 lines changed" in out["reason"]
-    assert "big one.txt (400)" in out["reason"]
-    assert "/workspace:reset" in out["reason"]
+    assert out.block
+    assert "410/300 lines changed" in (out.block or "")
+    assert "big one.txt (400)" in (out.block or "")
+    assert "/workspace:reset" in (out.block or "")
 
 
 def test_stop_hook_active_blocks_at_most_once_per_stop_sequence(repo: Git, project: Path):
     start(project)
     (project / "big.txt").write_text(lines(400))
-    assert stop(project)["decision"] == "block"
+    assert stop(project).block
     again = stop(project, active=True)
-    assert "decision" not in again and "not blocking again" in again["systemMessage"]
+    assert again.block is None and "not blocking again" in (again.notice or "")
     # A new stop sequence (stop_hook_active false) blocks again until a reset.
-    assert stop(project)["decision"] == "block"
+    assert stop(project).block
 
 
 def test_max_blocks_is_configurable(repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("WORKSPACE_BUDGET__MAX_BLOCKS", "2")
     start(project)
     (project / "big.txt").write_text(lines(400))
-    assert stop(project)["decision"] == "block"
-    assert stop(project, active=True)["decision"] == "block"
-    assert "decision" not in stop(project, active=True)
+    assert stop(project).block
+    assert stop(project, active=True).block
+    assert stop(project, active=True).block is None
 
 
 def test_subagents_can_be_excluded(repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
     start(project)
     (project / "big.txt").write_text(lines(400))
-    assert stop(project, subagent=True)["decision"] == "block"
+    assert stop(project, subagent=True).block
     monkeypatch.setenv("WORKSPACE_BUDGET__SUBAGENTS", "false")
-    assert stop(project, subagent=True) == {}
+    assert stop(project, subagent=True) == actions.QUIET
 
 
 def test_reset_rebaselines_and_is_idempotent(repo: Git, project: Path, ws):
     start(project)
     (project / "big.txt").write_text(lines(400))
-    assert stop(project)["decision"] == "block"
+    assert stop(project).block
     before = user_view(project)
     first = json.loads(ws("reset", "--session", SID, "--json", check=True).stdout)
     second = json.loads(ws("reset", "--session", SID, "--json", check=True).stdout)
     assert first["baseline"] == second["baseline"]
-    assert stop(project) == {}
+    assert stop(project) == actions.QUIET
     assert budget_json(ws)["used"] == 0
     assert user_view(project) == before
 
@@ -102,7 +102,7 @@ def test_baseline_leaves_index_head_branches_and_stash_alone(repo: Git, project:
     start(project)
     (project / "new.txt").write_text(lines(3))
     before_new = user_view(project)
-    assert stop(project) == {}
+    assert stop(project) == actions.QUIET
     assert budget_json(ws)["used"] == 3
     ws("checkpoint", "--session", SID, "-m", "x", check=True)
     ws("checkpoints", "--session", SID, check=True)
@@ -168,7 +168,7 @@ def test_baseline_objects_garbage_collected_rebaseline_with_notice(repo: Git, pr
     (project / "staged.txt").unlink()
     git("gc", "-q", "--prune=now")
     out = stop(project)
-    assert "re-baselined" in out.get("systemMessage", "")
+    assert "re-baselined" in (out.notice or "")
     assert budget_json(ws)["used"] == 0
 
 
@@ -176,8 +176,8 @@ def test_concurrent_sessions_have_their_own_baselines(repo: Git, project: Path, 
     start(project, "one")
     (project / "a.txt").write_text(lines(400))
     start(project, "two")
-    assert stop(project, "one")["decision"] == "block"
-    assert stop(project, "two") == {}
+    assert stop(project, "one").block
+    assert stop(project, "two") == actions.QUIET
     (project / "b.txt").write_text(lines(20))
     two = json.loads(ws("budget", "--session", "two", "--json", check=True).stdout)
     assert two["used"] == 20
@@ -185,21 +185,21 @@ def test_concurrent_sessions_have_their_own_baselines(repo: Git, project: Path, 
 
 def test_non_git_directory_turns_the_feature_off_quietly(project: Path, ws, git_env: None):
     (project / "big.txt").write_text(lines(400))
-    assert start(project) == {}
-    assert stop(project) == {}
-    assert actions.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == {}
+    assert start(project) == actions.QUIET
+    assert stop(project) == actions.QUIET
+    assert actions.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == actions.QUIET
     assert not (project / ".git").exists()
     out = ws("budget", "--session", SID, check=False)
     assert out.returncode in (0, 1)
 
 
 def test_hooks_tolerate_malformed_and_unknown_input(repo: Git, project: Path):
-    assert "systemMessage" in actions.on_stop({})
-    assert "systemMessage" in actions.on_stop({"session_id": 5})
-    assert "systemMessage" in actions.on_stop({"session_id": "../../etc"})
-    assert "systemMessage" in actions.on_stop([])  # type: ignore[arg-type]
+    assert actions.on_stop({}).notice
+    assert actions.on_stop({"session_id": 5}).notice
+    assert actions.on_stop({"session_id": "../../etc"}).notice
+    assert actions.on_stop([]).notice  # type: ignore[arg-type]
     start(project)
-    assert actions.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == {}
+    assert actions.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == actions.QUIET
 
 
 def test_recorded_payloads(repo: Git, project: Path):
@@ -209,4 +209,4 @@ def test_recorded_payloads(repo: Git, project: Path):
                        ("Stop_stop_hook_active_true", actions.on_stop)):
         payload = json.loads((samples / f"{name}.json").read_text())
         payload.update(cwd=str(project), session_id=SID)
-        assert call(payload) == {}, name
+        assert call(payload) == actions.QUIET, name

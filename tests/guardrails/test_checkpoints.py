@@ -55,12 +55,12 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes]]:
     return found
 
 
-def prompt(project: Path, sid: str = SID) -> dict:
+def prompt(project: Path, sid: str = SID) -> actions.Outcome:
     return actions.on_prompt({"session_id": sid, "cwd": str(project), "prompt": "go",
                                  "hook_event_name": "UserPromptSubmit"})
 
 
-def stop(project: Path, sid: str = SID) -> dict:
+def stop(project: Path, sid: str = SID) -> actions.Outcome:
     return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": False})
 
 
@@ -184,11 +184,10 @@ def test_warning_about_other_sessions_is_opt_in(repo: Git, project: Path, ws,
     (project / "a.txt").write_text("theirs\n")
     stop(project, "other")
     start(project)
-    assert prompt(project) == {}
+    assert prompt(project) == actions.QUIET
     monkeypatch.setenv("WORKSPACE_CHECKPOINTS__WARN_OTHER_SESSIONS", "1")
     out = prompt(project)
-    assert "other" in out["systemMessage"]
-    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert "other" in (out.notice or "") and out.context == out.notice
 
 
 def test_prune_and_size_cap(repo: Git, project: Path, ws, monkeypatch: pytest.MonkeyPatch):
@@ -231,7 +230,7 @@ def test_overlay_changes_count_and_checkpoint(repo: Git, project: Path, ws, over
     view(ws, "seq 1 400 > sandboxed.txt; rm tool.sh; echo x >> src/app.py")
     assert not (project / "sandboxed.txt").exists()
     out = stop(project)
-    assert out["decision"] == "block" and "sandboxed.txt (400)" in out["reason"]
+    assert out.block is not None and "sandboxed.txt (400)" in out.block
     item = listing(ws)[0]
     names = shadow_names(project, item["tree"], "-r")
     assert "sandboxed.txt" in names and "tool.sh" not in names

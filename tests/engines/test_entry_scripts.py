@@ -1,0 +1,70 @@
+"""Rules that must exist both in a bash script and in Python, tied to one source (issue 9).
+
+The per-call scripts run before (or instead of) any Python, so they cannot import
+the constants; these tests read the scripts and hold them to the Python side.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from manager.claude import rewrite
+from manager.claude import state
+from manager.engines import base
+from manager.engines import overlay
+from manager.engines import overlay_holder
+from manager.main import build_parser
+
+ENGINES_DIR = Path(base.__file__).parent
+ENTRY_SCRIPTS = sorted(ENGINES_DIR.glob("*_enter.sh"))
+
+
+def test_there_are_entry_scripts():
+    assert {p.name for p in ENTRY_SCRIPTS} >= {"overlay_enter.sh", "try_enter.sh",
+                                               "container_enter.sh"}
+
+
+@pytest.mark.parametrize("script", ENTRY_SCRIPTS, ids=lambda p: p.name)
+def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
+    text = script.read_text()
+    assert f"${base.NO_FALLBACK}" in text and f"exit {base.NOT_ENTERED}" in text
+    found = re.search(r'exec "\$PY" -m manager (run .*?) -c "\$CMD"', text.replace("\\\n", " "))
+    assert found, "the fallback hands over to `workspace run`"
+    flags = re.findall(r"(?<![\w-])(--[a-z-]+)", found.group(1))
+    assert flags[:3] == ["--session", "--cwd", "--cwd-out"]
+    argv = ["run", *(part for flag in flags for part in (flag, "1")), "-c", "true"]
+    args = build_parser("run").parse_args(argv)     # an unknown flag exits here
+    assert all(getattr(args, flag[2:].replace("-", "_")) is not None for flag in flags)
+    assert args.script == "true"
+
+
+def test_overlay_holder_files_are_named_alike_everywhere():
+    text = (ENGINES_DIR / "overlay_enter.sh").read_text()
+    assert overlay.HOLDER_PID == overlay_holder.HOLDER_PID
+    assert f'<"$S/{overlay.HOLDER_PID}"' in text
+    assert ': >"$S/last-used"' in text and '"last-used"' in Path(overlay_holder.__file__).read_text()
+    # "<pid> <start time>": the script compares field 22 of /proc/PID/stat, as procs.start_time does.
+    assert "${st[21]}" in text
+
+
+def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    finish = Path(rewrite.FINISH).read_text()
+    assert f'"$2/{state.CWD}"' in finish
+    session_dir = Path(state.paths.session_root("fin-1"))
+    session_dir.mkdir(parents=True)
+    inside = tmp_path / "inside dir"
+    inside.mkdir()
+    cwd_file = tmp_path / "call.cwd"
+    cwd_file.write_text(f"{inside}\n")
+    state_dir = os.path.realpath(state.paths.state_root())
+    done = subprocess.run(["bash", "-c", '. "$0" 0 "$1" "$2" "$3"; echo "rc=$? pwd=$PWD"',
+                           rewrite.FINISH, str(session_dir), str(cwd_file), state_dir],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"rc=0 pwd={inside}"
+    assert state.read_cwd("fin-1") == (str(inside), str(inside))
+    assert not cwd_file.exists()
