@@ -9,8 +9,8 @@ from manager.changes.display import resolve_paths
 from manager.changes.model import select
 from manager.commands.common import pager_args
 from manager.commands.common import session_args
+from manager.git import view as gitview
 from manager.review import diff_view
-from manager.review import gitview
 from manager.review.grouping import group
 from manager.session.context import Context
 from manager.session.sandbox import pending

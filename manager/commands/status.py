@@ -11,7 +11,7 @@ from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import pager_args
 from manager.commands.common import session_args
-from manager.review import gitview
+from manager.git import view as gitview
 from manager.review import status_view
 from manager.review.grouping import group
 from manager.session.context import Context

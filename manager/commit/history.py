@@ -19,12 +19,12 @@ from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Change
-from manager.guardrails.gitplumbing import Git
-from manager.guardrails.gitplumbing import GitError
-from manager.guardrails.gitplumbing import Repo
-from manager.guardrails.gitplumbing import discover
-from manager.review import gitview
-from manager.review.gitview import RefChange
+from manager.git import view as gitview
+from manager.git.plumbing import Git
+from manager.git.plumbing import GitError
+from manager.git.plumbing import Repo
+from manager.git.plumbing import discover
+from manager.git.view import RefChange
 
 ZERO = "0" * 40
 

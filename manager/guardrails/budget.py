@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from manager.config import Config
-from manager.guardrails.gitplumbing import DiffEntry
-from manager.guardrails.gitplumbing import GitError
+from manager.git.plumbing import DiffEntry
+from manager.git.plumbing import GitError
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.shadow import Snapshot
 

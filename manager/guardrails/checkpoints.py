@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from manager.errors import WorkspaceError
+from manager.git.plumbing import GITLINK
+from manager.git.plumbing import DiffEntry
+from manager.git.plumbing import Git
 from manager.guardrails.budget import ref_safe
-from manager.guardrails.gitplumbing import GITLINK
-from manager.guardrails.gitplumbing import DiffEntry
-from manager.guardrails.gitplumbing import Git
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.shadow import Snapshot
 from manager.guardrails.shadow import head_tree

@@ -23,10 +23,10 @@ from typing import IO
 
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
-from manager.guardrails.gitplumbing import GITLINK
-from manager.guardrails.gitplumbing import SYMLINK
-from manager.guardrails.gitplumbing import DiffEntry
-from manager.guardrails.gitplumbing import Git
+from manager.git.plumbing import GITLINK
+from manager.git.plumbing import SYMLINK
+from manager.git.plumbing import DiffEntry
+from manager.git.plumbing import Git
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.target import Target
 from manager.session import sandbox

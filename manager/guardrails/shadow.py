@@ -37,11 +37,11 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.errors import StateError
-from manager.guardrails.gitplumbing import Git
-from manager.guardrails.gitplumbing import GitError
-from manager.guardrails.gitplumbing import Repo
-from manager.guardrails.gitplumbing import Scan
-from manager.guardrails.gitplumbing import discover
+from manager.git.plumbing import Git
+from manager.git.plumbing import GitError
+from manager.git.plumbing import Repo
+from manager.git.plumbing import Scan
+from manager.git.plumbing import discover
 
 STORE_NAME = "workspace-checkpoints.git"
 FORMAT_FILE = "workspace-format.json"   # the store's format (none: format 1)

@@ -13,8 +13,8 @@ from manager.changes import diff as diff_mod
 from manager.changes.display import display_path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
+from manager.git.view import GitView
 from manager.review import lines as lines_mod
-from manager.review.gitview import GitView
 from manager.review.grouping import Groups
 
 MAX_NEW_DIR_FILES = 20   # a new directory with more files is summarised unless named

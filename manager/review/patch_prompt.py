@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from manager.changes import hunks as hunks_mod
 from manager.changes.display import display_path
+from manager.changes.hunks import Hunk
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
-from manager.commit import hunks as hunks_mod
-from manager.commit.hunks import Hunk
 
 HELP = """y - commit this hunk
 n - do not commit this hunk

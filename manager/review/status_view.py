@@ -12,9 +12,9 @@ from manager.changes.display import display_path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.git.view import GitView
+from manager.git.view import RefChange
 from manager.review import lines as lines_mod
-from manager.review.gitview import GitView
-from manager.review.gitview import RefChange
 from manager.review.grouping import Entry
 from manager.review.grouping import Groups
 

@@ -15,8 +15,8 @@ from gitrepo import Git
 from gitrepo import init_repo
 from gitrepo import user_view
 
-from manager.guardrails import gitplumbing
-from manager.guardrails.gitplumbing import parse_status
+from manager.git import plumbing as gitplumbing
+from manager.git.plumbing import parse_status
 from manager.guardrails.shadow import Shadow
 from manager.guardrails.shadow import _noted_tree
 from manager.guardrails.shadow import open_shadow

@@ -20,9 +20,9 @@ from pathlib import Path
 from manager.changes.model import Change
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
-from manager.guardrails.gitplumbing import Git
-from manager.guardrails.gitplumbing import GitError
-from manager.guardrails.gitplumbing import discover
+from manager.git.plumbing import Git
+from manager.git.plumbing import GitError
+from manager.git.plumbing import discover
 
 MAX_COMMITS = 20
 # Under .git: what can make git run a program or change what it sees.
