@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from manager import fsutil  # noqa: E402
+from manager.engines import try_layout  # noqa: E402
 from manager.engines import try_probe  # noqa: E402
-from manager.engines import tryengine  # noqa: E402
 
 TARGET_MS = 10.0
 
@@ -48,8 +48,8 @@ def bench_one(path: Path, runs: int) -> dict[str, float]:
         root = Path(tmp)
         for name in ("direct", "ours", "stub", "tmp"):
             (root / name).mkdir()
-        tryengine.make_layout(root / "ours")
-        tryengine.make_layout(root / "stub")
+        try_layout.make_layout(root / "ours")
+        try_layout.make_layout(root / "stub")
         stub = root / "stub-try"
         stub.write_text(STUB)
         stub.chmod(0o755)
@@ -59,10 +59,10 @@ def bench_one(path: Path, runs: int) -> dict[str, float]:
         cases = {
             "bash -c true": ["bash", "-c", "true"],
             f"try {info.flag} DIR true": [str(path), info.flag, str(root / "direct"), "true"],
-            "try engine entry, true": tryengine.entry_command(root / "ours", "bench", info, "/",
+            "try engine entry, true": try_layout.entry_command(root / "ours", "bench", info, "/",
                                                               None, "true"),
             "stub try direct": [str(stub), info.flag, str(root / "stub"), "true"],
-            "entry over stub try": tryengine.entry_command(root / "stub", "bench", stub_info,
+            "entry over stub try": try_layout.entry_command(root / "stub", "bench", stub_info,
                                                            "/", None, "true"),
         }
         for argv in cases.values():  # warm-up: first calls create the sandbox layout

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from manager.engines import overlay_probe
+from manager.engines import try_layout
 from manager.engines.base import Check
 from manager.fsutil import remove_tree
 from manager.fsutil import write_atomic
@@ -181,12 +182,10 @@ def trial(info: TryInfo) -> list[Check]:
 def _trial_call(info: TryInfo, scratch: Path,
                 name: str) -> tuple[subprocess.CompletedProcess[str] | None, bool, list[str]]:
     """The entry every call takes, writing ``scratch/name``: held in the upper dir, not real."""
-    from manager.engines import tryengine
-
     sandbox = scratch / "sandbox"
-    tryengine.make_layout(sandbox)
+    try_layout.make_layout(sandbox)
     target = shlex.quote(str(scratch / name))
-    argv = tryengine.entry_command(sandbox, "probe", info, "/", None,
+    argv = try_layout.entry_command(sandbox, "probe", info, "/", None,
                                    f"echo ok > {target} && cat {target}")
     env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
     try:
@@ -211,17 +210,11 @@ def _remove_scratch(scratch: Path) -> list[Check]:
 def _hidden_directories(sandbox: Path) -> list[str]:
     """Directories try could not overlay: inside its sandbox they are empty."""
     try:
-        log = (sandbox / tryengine_ours() / "try.log").read_text(errors="replace")
+        log = (sandbox / try_layout.OURS / "try.log").read_text(errors="replace")
     except OSError:
         return []
     # "... as an overlay and mergerfs or unionfs not set", "... via mergerfs" (main, v0.2.0)
     return sorted(set(re.findall(r"Failed mounting (/\S*) (?:as an overlay|via )", log)))
-
-
-def tryengine_ours() -> str:
-    from manager.engines import tryengine
-
-    return tryengine.OURS
 
 
 def _visibility(hidden: list[str]) -> Check:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from manager import config
+from manager.engines import try_layout
 from manager.engines import try_probe
 from manager.engines import tryengine
 from tests.engines import tryforms
@@ -288,9 +289,8 @@ def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
 
 def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monkeypatch) -> None:
     from manager.engines import try_probe
-    from manager.engines import tryengine
 
-    log = tmp_path / tryengine.OURS / "try.log"
+    log = tmp_path / try_layout.OURS / "try.log"
     log.parent.mkdir(parents=True)
     log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '
                    'mergerfs or unionfs not set\nWarning: Failed mounting /run as an overlay\n'
@@ -434,7 +434,7 @@ def test_what_commit_writes_is_the_users_with_the_modes_made(ws, project: Path, 
 def test_a_sandbox_that_cannot_be_entered_exits_125_with_the_reason(ws, real_try: Path,
                                                                    tmp_path: Path):
     ws("run", "--", "true", check=True)
-    lock = _sandbox(tmp_path) / tryengine.OURS / "lock"
+    lock = _sandbox(tmp_path) / try_layout.OURS / "lock"
     lock.unlink()
     lock.mkdir()  # the entry cannot open its lock
     proc = ws("run", "--", "echo", "never")
