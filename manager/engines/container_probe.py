@@ -14,13 +14,26 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
+from typing import Protocol
 
+from manager.config import Config
 from manager.engines.base import Check
 from manager.session import paths
 
-if TYPE_CHECKING:
-    from manager.engines.container import ContainerEngine
+
+class ContainerEngine(Protocol):
+    """What the probes use of a container engine (no import of the engine: no cycle)."""
+
+    name: str
+    cli: str
+    config: Config
+
+    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+    def clear_work_dir(self, work: Path) -> None: ...
 
 TIMEOUT = 60.0
 INSTALL_FIX = {
