@@ -49,6 +49,7 @@ from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import Streams
+from manager.engines.container_probe import resource_name
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
@@ -120,7 +121,7 @@ class ContainerEngine:
         return [Layer(upper=session.sandbox / "upper", target=session.project_path)]
 
     def container_name(self, session: Session) -> str:
-        return f"workspace-{session.id}"
+        return resource_name(session.id)
 
     def prepare(self, session: Session) -> None:
         if container_pid(session.sandbox) is not None:
@@ -177,7 +178,7 @@ class ContainerEngine:
         return "host" if container_probe.host_overlay_works(self) else "volume"
 
     def volume_name(self, session: Session) -> str:
-        return f"workspace-{session.id}"
+        return resource_name(session.id)
 
     def _make_volume(self, client: DockerClient, session: Session) -> bool:
         """The session's volume; True when made afresh (so the host's upper must fill it)."""
@@ -322,7 +323,7 @@ class ContainerEngine:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{proc.stderr.strip()}")
         # Volume mode's volume: its session is gone, so nothing can read it any more.
-        subprocess.run([self.cli, "volume", "rm", f"workspace-{found.session}"],
+        subprocess.run([self.cli, "volume", "rm", resource_name(found.session)],
                        capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def _remove_stale(self, client: DockerClient, name: str) -> None:

@@ -22,6 +22,11 @@ from manager.engines.base import Check
 from manager.session import paths
 
 
+def resource_name(session_id: str) -> str:
+    """A session's container and (volume mode) volume: one name, spelled here only."""
+    return f"workspace-{session_id}"
+
+
 class ContainerEngine(Protocol):
     """What the probes use of a container engine (no import of the engine: no cycle)."""
 
@@ -230,7 +235,7 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
         if ids:
             _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
-        _call([engine.cli, "volume", "rm", f"workspace-{session.name}"], timeout=30)
+        _call([engine.cli, "volume", "rm", resource_name(session.name)], timeout=30)
         with contextlib.suppress(WorkspaceError):
             engine.clear_work_dir(session / "sandbox" / "work")
     shutil.rmtree(root, ignore_errors=True)
