@@ -20,12 +20,7 @@ from manager.claude import policies
 from manager.claude import shell
 from manager.claude.permissions import UNSAFE_ARGS
 
-DEFAULT = ("gh", "sudo", "docker", "podman")
-# Read-only commands the design once passed through. Outside the sandbox they
-# would show the real files, not the overlay's (a stale view after a sandboxed
-# write), so they are sandboxed unless the user lists them in `passthrough`.
-READ_ONLY = ("ls", "cat", "pwd", "grep", "rg", "find", "which", "env", "echo", "true",
-             "false", "type", "command")
+# The default list is the `passthrough` setting's, in manager/config.py (one home).
 # The plugin's launcher, and its subcommands that change nothing: the slash commands
 # run it without a PreToolUse hook, so only the model's own calls come through here.
 OWN = "bin/workspace"
@@ -42,10 +37,6 @@ def own_script(script: shell.Script, plugin_root: str | None) -> str | None:
     if not all(p.words and p.words[0] == own and not p.file_redirect for p in script.parts):
         return None
     return "run" if all(_own_read_only(p.words[1:]) for p in script.parts) else "refuse"
-
-
-def is_own_script(script: shell.Script, plugin_root: str | None) -> bool:
-    return own_script(script, plugin_root) == "run"
 
 
 def _own_read_only(args: list[str]) -> bool:

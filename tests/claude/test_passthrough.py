@@ -2,10 +2,19 @@ from __future__ import annotations
 
 import pytest
 
+from manager import config
 from manager.claude import passthrough
 from manager.claude import shell
 
-ALLOWED = list(passthrough.DEFAULT) + list(passthrough.READ_ONLY)
+DEFAULT = tuple(config.SCHEMA["passthrough"].default)   # the real default, not a copy
+# Read-only commands the design once passed through; sandboxed unless the user lists them.
+READ_ONLY = ("ls", "cat", "pwd", "grep", "rg", "find", "which", "env", "echo", "true",
+             "false", "type", "command")
+ALLOWED = list(DEFAULT) + list(READ_ONLY)
+
+
+def is_own_script(script: shell.Script, plugin_root: str | None) -> bool:
+    return passthrough.own_script(script, plugin_root) == "run"
 
 
 @pytest.mark.parametrize("command", [
@@ -27,19 +36,19 @@ def test_sandboxed(command: str) -> None:
 
 
 def test_read_only_commands_are_sandboxed_by_default() -> None:
-    assert not passthrough.passes(shell.parse("cat f"), passthrough.DEFAULT)
-    assert passthrough.passes(shell.parse("docker ps"), passthrough.DEFAULT)
+    assert not passthrough.passes(shell.parse("cat f"), DEFAULT)
+    assert passthrough.passes(shell.parse("docker ps"), DEFAULT)
     assert not passthrough.passes(shell.parse("git status"), ["git"])   # git never passes
 
 
 def test_own_scripts() -> None:
     root = "/opt/plugin"
-    assert passthrough.is_own_script(shell.parse("/opt/plugin/bin/workspace status"), root)
-    assert passthrough.is_own_script(shell.parse("'/opt/plugin/bin/workspace' diff a"), root)
+    assert is_own_script(shell.parse("/opt/plugin/bin/workspace status"), root)
+    assert is_own_script(shell.parse("'/opt/plugin/bin/workspace' diff a"), root)
     for command in ("/opt/plugin/bin/workspace status && rm x", "/opt/plugin/bin/other",
                     "/opt/plugin/bin/workspace status > f", "X=1 /opt/plugin/bin/workspace s"):
-        assert not passthrough.is_own_script(shell.parse(command), root), command
-    assert not passthrough.is_own_script(shell.parse("/opt/plugin/bin/workspace status"), None)
+        assert not is_own_script(shell.parse(command), root), command
+    assert not is_own_script(shell.parse("/opt/plugin/bin/workspace status"), None)
 
 
 # -- fail-open paths: each of these would run outside the sandbox if it passed ----------
@@ -81,7 +90,7 @@ def test_own_scripts() -> None:
     "git status & rm x", "git status | sh", "git log | xargs rm",
 ])
 def test_fail_open_paths_are_sandboxed(command: str) -> None:
-    assert not passthrough.passes(shell.parse(command), passthrough.DEFAULT), command
+    assert not passthrough.passes(shell.parse(command), DEFAULT), command
 
 
 @pytest.mark.parametrize("command", [
@@ -91,7 +100,7 @@ def test_fail_open_paths_are_sandboxed(command: str) -> None:
     "sudo docker ps", "sudo -n docker ps",
 ])
 def test_safe_forms_pass(command: str) -> None:
-    assert passthrough.passes(shell.parse(command), passthrough.DEFAULT), command
+    assert passthrough.passes(shell.parse(command), DEFAULT), command
 
 
 @pytest.mark.parametrize(("command", "verdict"), [

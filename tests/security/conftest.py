@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.claude import state
+from manager.session import paths
 from tests.claude.conftest import Claude
 
 
@@ -33,7 +33,7 @@ def repo(project: Path) -> Path:
 
 def upper(session: str = "sess-1") -> Path:
     """The session's upper directory: where every sandboxed write lands."""
-    return Path(state.session_dir(session)) / "sandbox" / "upperdir"
+    return Path(paths.session_root(session)) / "sandbox" / "upperdir"
 
 
 def in_upper(path: Path, session: str = "sess-1") -> Path:

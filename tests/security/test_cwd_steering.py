@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from manager.claude import state
+from manager.session import paths
 from tests.claude.conftest import Claude
 
 from .conftest import upper
@@ -28,7 +28,7 @@ def test_a_cd_into_the_upper_dir_is_not_followed(claude: Claude, project: Path) 
 
 def test_a_cd_into_the_state_directory_is_not_followed(claude: Claude, project: Path) -> None:
     claude.start()
-    home = state.state_home()
+    home = paths.state_root()
     run = claude.bash(f"cd {home}")
     assert run.returncode == 0 and run.cwd == str(project)
 

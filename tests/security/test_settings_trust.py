@@ -15,6 +15,7 @@ import pytest
 
 from manager import config
 from manager.claude import state
+from manager.session import paths
 from tests.claude.conftest import REPO
 from tests.claude.conftest import Claude
 
@@ -82,7 +83,7 @@ def test_writing_tools_are_refused_through_symlinks_and_relative_paths(
 def test_a_sandboxed_command_cannot_arm_the_bypass(claude: Claude, tmp_path: Path) -> None:
     claude.start()
     marker = tmp_path / "escaped"
-    bypass = Path(state.session_dir("sess-1")) / state.BYPASS
+    bypass = Path(paths.session_root("sess-1")) / state.BYPASS
     run = claude.bash(f"echo armed > {bypass} && mkdir -p {tmp_path}/config/workspace && "
                       f"echo 'passthrough: [touch]' > {tmp_path}/config/workspace/config.yaml")
     assert run.returncode == 0, run
