@@ -113,7 +113,8 @@ def checks(engine: ContainerEngine) -> list[Check]:
     steps = (_whales, _daemon, _image, _overlay, _sandboxed_call)
     for step in steps:
         if not all(c.ok for c in result):
-            result.append(Check(step.__doc__ or step.__name__, False, NOT_CHECKED))
+            result.append(Check(step.__doc__ or step.__name__, False, NOT_CHECKED,
+                                "fix the failed check above first"))
             continue
         result.append(step(engine, cli, image))
     return result
