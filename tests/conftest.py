@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.holders import stop_holders
 from tests.overlay_model import Tree
 
 REAL_HOME = Path(os.path.expanduser("~"))
@@ -116,7 +117,7 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WORKSPACE_FORBID_DEFAULT_STATE", "1")
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
-    _stop_holders(tmp_path)
+    stop_holders(tmp_path)
     _removable_work_dirs(tmp_path)
     mine = leaked(tmp_path, before)
     assert not mine, f"the test wrote into the real ~/.local/state/workspace or ~/.claude: {mine}"
@@ -129,21 +130,6 @@ def _removable_work_dirs(tmp_path: Path) -> None:
         for work in tmp_path.glob(f"{state}/workspace/sessions/*/sandbox/workdir/*/work"):
             with contextlib.suppress(OSError):
                 work.chmod(0o700)
-
-
-def _stop_holders(tmp_path: Path) -> None:
-    """Namespace holders outlive the CLI by design; a test's end is their end."""
-    import signal
-
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(part.endswith(b"overlay_holder.py") for part in cmdline) and \
-                any(part.startswith(str(tmp_path).encode()) for part in cmdline):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
 
 
 @pytest.fixture

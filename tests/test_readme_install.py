@@ -11,7 +11,6 @@ way the client runs the rewritten command.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.holders import stop_holders
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "<!-- install: ordinary user"
@@ -100,22 +101,8 @@ def account(tmp_path: Path) -> Iterator[Account]:
     try:
         yield Account(name, uid, base)
     finally:
-        _stop_holders(base)
+        stop_holders(base)
         shutil.rmtree(base, ignore_errors=True)
-
-
-def _stop_holders(base: Path) -> None:
-    """Overlay holders of the user's sessions outlive the CLI; they live in the user's HOME."""
-    import signal
-
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"overlay_holder" in cmdline and str(base).encode() in cmdline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
 
 
 def copy_checkout(account: Account) -> Path:

@@ -8,12 +8,10 @@ pytest already runs as an ordinary user, that user is the one tested.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import pwd
 import shutil
-import signal
 import site
 import subprocess
 import sys
@@ -23,6 +21,8 @@ from dataclasses import field
 from pathlib import Path
 
 import pytest
+
+from tests.holders import stop_holders
 
 REPO = Path(__file__).resolve().parents[2]
 ORDINARY = os.environ.get("WORKSPACE_TEST_USER", "wstest")
@@ -145,15 +145,3 @@ def clean(account: Account) -> None:
     stop_holders(account.base)
     if account.prefix:
         shutil.rmtree(account.base, ignore_errors=True)
-
-
-def stop_holders(base: Path) -> None:
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(part.endswith(b"overlay_holder.py") for part in cmdline) and \
-                any(part.startswith(str(base).encode()) for part in cmdline):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(pid), signal.SIGKILL)
