@@ -117,8 +117,11 @@ class ContainerEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
+        from manager.engines import container_view
+
         _remember_births(session.sandbox / BIRTHS)
-        return [Layer(upper=session.sandbox / "upper", target=session.project_path)]
+        return [Layer(upper=session.sandbox / "upper", target=session.project_path),
+                *container_view.layers(session)]
 
     def container_name(self, session: Session) -> str:
         return resource_name(session.id)
@@ -152,6 +155,13 @@ class ContainerEngine:
                 (session.sandbox / BIRTHS).unlink(missing_ok=True)
             options = self.volume_options(session) if volume else \
                 self.mount_options(*_mount_paths(session))
+            from manager.engines import container_view
+
+            if volume:   # the project alone
+                container_view.write_visible(session, [])
+            else:        # $HOME, /tmp and the CA bundle too
+                options = container_view.add_view(self, session, options,
+                                                  str(session.sandbox / "calls"))
             container = client.container.run(
                 self.config["container.image"], detach=True, name=name, pull="never",
                 labels=self.labels(session), **options, **self.identity(), **self.limits())
@@ -362,7 +372,10 @@ class ContainerEngine:
         return {}
 
     def clear_work(self, session: Session) -> None:
-        self.clear_work_dir(session.sandbox / "work")
+        from manager.engines import container_view
+
+        for work in [session.sandbox / "work", *container_view.work_dirs(session)]:
+            self.clear_work_dir(work)
 
     def clear_work_dir(self, work: Path) -> None:
         """Leave an overlay's work dir removable by the caller once its container is gone.
