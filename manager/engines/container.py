@@ -147,7 +147,7 @@ class ContainerEngine:
         volume = self.upper_mode(session) == "volume"
         with self._engine_errors(session):
             self._remove_stale(client, name)
-            self._require_image(client)
+            image = self._image(client, session)
             for sub in ("upper", "work", "calls"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             fresh = volume and self._make_volume(client, session)
@@ -163,7 +163,7 @@ class ContainerEngine:
                 options = container_view.add_view(self, session, options,
                                                   str(session.sandbox / "calls"))
             container = client.container.run(
-                self.config["container.image"], detach=True, name=name, pull="never",
+                image, detach=True, name=name, pull="never",
                 labels=self.labels(session), **options, **self.identity(), **self.limits())
             self._require_limits(client, container, session)
             if volume:
@@ -343,12 +343,19 @@ class ContainerEngine:
         with contextlib.suppress(NoSuchContainer):
             client.container.remove(name, force=True, volumes=True)
 
-    def _require_image(self, client: DockerClient) -> None:
-        image = self.config["container.image"]
+    def _image(self, client: DockerClient, session: Session) -> str:
+        """``container.image``, else the project's trusted devcontainer (built once)."""
+        from manager.engines import container_image
+
+        image, spec = container_image.choose(self.config, session.project_path)
+        container_image.ensure(self.cli_path(), image, spec)
         if not client.image.exists(image):
             raise EngineUnavailable(
                 f"the sandbox image {image} is not in {self.cli}",
-                hint=f"build it with `workspace image build --engine {self.cli}`")
+                hint=f"build it with `workspace image build --engine {self.cli}`"
+                     if image == self.config["container.image"] else
+                     f"`{self.cli} pull {image}` (workspace never pulls), or set container.image")
+        return image
 
     def _make_home(self, client: DockerClient, name: str, session: Session) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
