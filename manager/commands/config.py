@@ -42,6 +42,9 @@ def show(args: argparse.Namespace) -> int:
                 for key in SCHEMA}
         for key, why in ctx.config.ignored.items():
             data[key]["ignored"] = why
+        dev = _devcontainer(ctx)
+        if dev is not None:
+            data["container.image"]["devcontainer"] = {"path": str(dev[0]), "trusted": dev[1]}
         ui.dump_json(data)
         return 0
     for key, option in SCHEMA.items():
@@ -50,7 +53,28 @@ def show(args: argparse.Namespace) -> int:
         ui.out(f"{key} = {value}  {ui.paint(f'# {source}; {option.help}; env {env_name(key)}', 'dim')}")
     for key, why in ctx.config.ignored.items():
         ui.out(f"{key}: the project's value is ignored: {why}")
+    dev = _devcontainer(ctx)
+    if dev is not None:
+        ui.out(f"container.image: {dev[0]} names the image" if dev[1] else
+               f"container.image: {dev[0]} is ignored: not trusted (`workspace config trust` "
+               "after reading it)")
     return 0
+
+
+def _devcontainer(ctx: Context) -> tuple[Path, bool] | None:
+    """(the project's devcontainer, trusted) when it would choose the image."""
+    from manager.config import is_trusted_digest
+    from manager.engines import container_image
+    from manager.errors import WorkspaceError
+
+    path = None if container_image.explicit(ctx.config) else container_image.find(ctx.project)
+    if path is None:
+        return None
+    try:
+        digest = container_image.load(path).digest()
+    except WorkspaceError:
+        return path, False
+    return path, is_trusted_digest(path, digest)
 
 
 def trust(args: argparse.Namespace, trusted: bool) -> int:

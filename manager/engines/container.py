@@ -5,7 +5,10 @@ directory (``sandbox/upper``) persists on the host, so paths and the working
 directory match the host and the shared change model reads the changes. Docker
 mounts the overlay through its local volume driver, podman through ``:O,upperdir=``;
 either way the engine mounts it on the host, so the container needs no
-``CAP_SYS_ADMIN``. Each call is an ``exec`` through ``container_enter.sh`` (no
+``CAP_SYS_ADMIN``. ``$HOME`` and ``/tmp`` are overlaid the same way, and the host's CA
+bundle is mounted read-only (:mod:`manager.engines.container_view`); the image is
+``container.image`` or the project's devcontainer (:mod:`manager.engines.container_image`).
+Each call is an ``exec`` through ``container_enter.sh`` (no
 Python on that path); creating, inspecting and removing containers goes
 through python-on-whales, imported only when needed (it costs ~150-200 ms).
 
@@ -360,7 +363,8 @@ class ContainerEngine:
     def _make_home(self, client: DockerClient, name: str, session: Session) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
-        It lives in the container and is discarded with it: only the project is reviewable.
+        Usually overlaid already (container_view); where not (volume mode, $HOME in the
+        project) it lives in the container and is discarded with it.
         """
         home = os.environ.get("HOME", "")
         project = session.project_path

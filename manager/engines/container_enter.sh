@@ -75,7 +75,8 @@ for name in $(compgen -e); do
         # Only locales every image has: others make bash warn on every call.
         LANG|LANGUAGE|LC_*) case ${!name} in C|C.*|POSIX|"") ;; *) continue ;; esac ;;
     esac
-    [[ ${!name} == /* ]] && ! shown "${!name}" && continue
+    # HOME always: made inside where it is not overlaid.
+    [[ $name != HOME && ${!name} == /* ]] && ! shown "${!name}" && continue
     envs+=(-e "$name")
 done
 

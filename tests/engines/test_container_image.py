@@ -60,7 +60,11 @@ def test_devcontainer_is_used_only_while_trusted(ws, project: Path, capsys):
     default = config.SCHEMA["container.image"].default
     assert container_image.choose(config.load(project), project) == (default, None)
     assert "is not trusted" in capsys.readouterr().err
-    ws("config", "trust", check=True)
+    assert "devcontainer.json is ignored: not trusted" in ws("config", check=True).stdout
+    shown = ws("config", "trust", check=True).stdout
+    assert "FROM workspace-sandbox" in shown and f"trusted {path}" in shown
+    assert json.loads(ws("config", "--json", check=True).stdout)["container.image"][
+        "devcontainer"] == {"path": str(path), "trusted": True}
     image, spec = container_image.choose(config.load(project), project)
     assert spec is not None and image == spec.tag() and image.startswith("workspace-devcontainer:")
     # The agent can write the project: a changed Dockerfile (or file) is untrusted again.
