@@ -351,7 +351,7 @@ class ContainerEngine:
         from manager.engines import container_image
 
         image, spec = container_image.choose(self.config, session.project_path)
-        container_image.ensure(self.cli_path(), image, spec)
+        container_image.ensure(self.cli_path(), image, spec, bool(self.config["container.network"]))
         if not client.image.exists(image):
             raise EngineUnavailable(
                 f"the sandbox image {image} is not in {self.cli}",

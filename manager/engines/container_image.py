@@ -169,11 +169,15 @@ def trust(project: Path, trusted: bool) -> tuple[Path, str | None] | None:
     return path, config_mod.record_trust(path, digest)
 
 
-def ensure(cli: str, image: str, spec: Devcontainer | None) -> None:
-    """Build a devcontainer's image unless it exists (same inputs, same tag: built once)."""
+def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> None:
+    """Build a devcontainer's image unless it exists (same inputs, same tag: built once).
+
+    The build's RUN steps get the network only with ``container.network``, as calls do.
+    """
     if spec is None or spec.dockerfile is None or _exists(cli, image):
         return
     argv = [cli, "build", "-t", image, "-f", str(spec.dockerfile)]
+    argv += [] if network else ["--network", "none"]
     for key, value in spec.args:
         argv += ["--build-arg", f"{key}={value}"]
     if spec.target:
@@ -186,7 +190,8 @@ def ensure(cli: str, image: str, spec: Devcontainer | None) -> None:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise EngineUnavailable(f"{cli} could not build {spec.path}:\n{tail}",
                                 hint="fix the Dockerfile (its image must be built FROM "
-                                     "workspace-sandbox), or set container.image")
+                                     "workspace-sandbox; RUN steps have no network unless "
+                                     "container.network), or set container.image")
 
 
 def _exists(cli: str, image: str) -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,18 +58,66 @@ def safe(path: str) -> bool:
     return not UNSAFE_PATH_CHARS & set(path)
 
 
-def wanted(project: str) -> list[str]:
+def wanted(project: str, in_userns: bool = False) -> list[str]:
     """$HOME and /tmp, when they are real directories the mounts can name, not in the
     project, and not in each other ($HOME in /tmp: /tmp's overlay holds it; nested
-    upper dirs would overlap)."""
+    upper dirs would overlap).
+
+    ``in_userns`` (rootless podman mounts the overlays in a user namespace): the kernel
+    refuses a lower directory with mounts below it there (EINVAL: they would be revealed),
+    so such a directory stays the image's, with a note.
+    """
     found: list[str] = []
     for raw in (os.environ.get("HOME", ""), "/tmp"):
         path = os.path.realpath(raw) if raw else ""
         if (path and path != "/" and os.path.isdir(path) and safe(path)
                 and not _within(path, project)):
             found.append(path)
-    return [p for p in dict.fromkeys(found)
-            if not any(p != other and _within(p, other) for other in found)]
+    found = [p for p in dict.fromkeys(found)
+             if not any(p != other and _within(p, other) for other in found)]
+    if in_userns:
+        points = mount_points(_mountinfo_texts())
+        for path in [p for p in found if mounts_below(p, points)]:
+            print(f"workspace: {path} is not overlaid in this container: something is mounted "
+                  "below it, which rootless podman cannot overlay; it is the image's",
+                  file=sys.stderr)
+            found.remove(path)
+    return found
+
+
+def _mountinfo_texts() -> list[str]:
+    """Our mount table, and that of rootless podman's pause process, whose namespace (a
+    copy made when it started) every container's starts from."""
+    files = ["/proc/self/mountinfo"]
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/podman-run-{os.getuid()}"
+    try:
+        pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
+        files.append(f"/proc/{pid}/mountinfo")
+    except (OSError, ValueError, IndexError):
+        pass
+    texts = []
+    for name in files:
+        try:
+            texts.append(Path(name).read_text())
+        except OSError:
+            continue
+    return texts
+
+
+def mount_points(texts: list[str]) -> set[str]:
+    """Mount points in mountinfo texts (field 5, octal escapes decoded)."""
+    points = set()
+    for text in texts:
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) > 4:
+                points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+def mounts_below(path: str, points: set[str]) -> bool:
+    prefix = path.rstrip("/") + "/"
+    return any(p.startswith(prefix) for p in points)
 
 
 def _within(path: str, root: str) -> bool:
@@ -158,7 +208,7 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     """``run`` options with $HOME, /tmp and the CA files added (host mode)."""
     merged: dict[str, Any] = {key: list(value) if isinstance(value, list) else value
                               for key, value in options.items()}
-    for item in overlaid(session, wanted(session.project)):
+    for item in overlaid(session, wanted(session.project, _in_userns(engine))):
         extra = engine.mount_options(item.target, str(item.upper), str(item.work), calls)
         for key, value in extra.items():
             have = merged.setdefault(key, [])
@@ -170,6 +220,12 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
         merged["envs"] = {**dict(merged.get("envs") or {}), **env}
     write_visible(session, files)
     return merged
+
+
+def _in_userns(engine: Any) -> bool:
+    from manager.engines.container import rootless_podman
+
+    return str(engine.name) == "podman" and rootless_podman()
 
 
 def write_visible(session: Session, files: list[str]) -> None:

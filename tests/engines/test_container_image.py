@@ -142,7 +142,8 @@ def test_container_image_setting_chooses_the_image(ws, project: Path, tmp_path: 
     (context / "Dockerfile").write_text(DOCKERFILE)
     tag = f"workspace-test-image:{os.getpid()}"
     built.append(tag)
-    subprocess.run([engine_name, "build", "-t", tag, "--build-arg", "MARK=chosen", str(context)],
+    subprocess.run([engine_name, "build", "--network", "none", "-t", tag, "--build-arg",
+                    "MARK=chosen", str(context)],
                    check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="0"))
     _write(project, "devcontainer")   # trusted or not, an explicit image wins
     monkeypatch.setenv("WORKSPACE_CONTAINER__IMAGE", tag)

@@ -18,8 +18,20 @@ from manager.engines import container_view
 from manager.session import store
 from tests.engines.support import status
 
-pytestmark = [pytest.mark.engine, pytest.mark.as_user,
-              pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)]
+ENGINES = pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)
+pytestmark = [pytest.mark.as_user]
+
+
+def test_a_directory_with_mounts_below_is_seen_as_such():
+    """Rootless podman's overlays are made in a user namespace, where the kernel refuses a
+    lower dir with mounts below it: those are found in mountinfo (escapes decoded)."""
+    info = ("22 1 0:21 / /proc rw - proc proc rw\n"
+            "90 30 0:50 / /tmp/a\\040b/small rw - tmpfs tmpfs rw\n")
+    points = container_view.mount_points([info])
+    assert "/tmp/a b/small" in points
+    assert container_view.mounts_below("/tmp", points)
+    assert not container_view.mounts_below("/tmp/a b/small", points)
+    assert not container_view.mounts_below("/home/u", points)
 
 
 def _session(project: Path) -> store.Session:
@@ -28,6 +40,8 @@ def _session(project: Path) -> store.Session:
     return session
 
 
+@pytest.mark.engine
+@ENGINES
 def test_home_and_tmp_are_overlaid_held_and_committed(ws, project: Path, tmp_path: Path,
                                                       engine_name: str):
     home = Path(os.environ["HOME"])
@@ -58,11 +72,15 @@ def test_home_and_tmp_are_overlaid_held_and_committed(ws, project: Path, tmp_pat
             target.unlink(missing_ok=True)
 
 
+@pytest.mark.engine
+@ENGINES
 def test_tmp_keeps_its_mode_and_home_its_owner(ws, engine_name: str):
     out = ws("run", "-c", 'stat -c %a /tmp; stat -c %u "$HOME"; touch "$HOME/w"', check=True)
     assert out.stdout.split() == ["1777", str(os.getuid())]
 
 
+@pytest.mark.engine
+@ENGINES
 def test_changes_in_home_survive_a_new_container(ws, project: Path, engine_name: str):
     home = Path(os.environ["HOME"])
     ws("run", "-c", 'echo kept > "$HOME/kept.txt"', check=True)
@@ -79,6 +97,8 @@ CA_PROBE = ("import ssl; c = ssl.create_default_context(); "
             "print(sorted(str(sorted(x['subject'])) for x in c.get_ca_certs()))")
 
 
+@pytest.mark.engine
+@ENGINES
 def test_tls_inside_trusts_what_the_host_trusts(ws, engine_name: str):
     bundle = container_view.system_bundle()
     assert bundle is not None, "this machine has no CA bundle (setup installs ca-certificates)"
@@ -100,6 +120,8 @@ def _make_ca(directory: Path) -> Path:
     return pem
 
 
+@pytest.mark.engine
+@ENGINES
 def test_a_ca_file_the_host_names_is_trusted_inside(ws, outside_dir: Path, engine_name: str):
     """A corporate CA named by SSL_CERT_FILE (outside $HOME and /tmp): mounted, trusted."""
     pem = _make_ca(outside_dir)
@@ -121,6 +143,8 @@ def outside_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.engine
+@ENGINES
 def test_variables_naming_host_paths_the_container_lacks_are_not_passed(
         ws, project: Path, outside_dir: Path, engine_name: str):
     home = Path(os.environ["HOME"])
@@ -136,6 +160,8 @@ def test_variables_naming_host_paths_the_container_lacks_are_not_passed(
         "WS_LIST=unset", "WS_WORD=plain", "WS_SYSTEM=/usr/bin/env"]
 
 
+@pytest.mark.engine
+@ENGINES
 def test_a_home_outside_tmp_is_overlaid_on_its_own(ws, project: Path, outside_dir: Path,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    engine_name: str):
