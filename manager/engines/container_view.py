@@ -86,22 +86,14 @@ def wanted(project: str, in_userns: bool = False) -> list[str]:
 
 
 def _mountinfo_texts() -> list[str]:
-    """Our mount table, and that of rootless podman's pause process, whose namespace (a
-    copy made when it started) every container's starts from."""
-    files = ["/proc/self/mountinfo"]
+    """The mount table every container's namespace starts from: that of rootless podman's
+    pause process (a copy made when it started), else ours (podman copies it now)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/podman-run-{os.getuid()}"
     try:
         pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
-        files.append(f"/proc/{pid}/mountinfo")
+        return [Path(f"/proc/{pid}/mountinfo").read_text()]
     except (OSError, ValueError, IndexError):
-        pass
-    texts = []
-    for name in files:
-        try:
-            texts.append(Path(name).read_text())
-        except OSError:
-            continue
-    return texts
+        return [Path("/proc/self/mountinfo").read_text()]
 
 
 def mount_points(texts: list[str]) -> set[str]:

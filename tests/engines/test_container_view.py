@@ -155,9 +155,12 @@ def test_variables_naming_host_paths_the_container_lacks_are_not_passed(
              'printf "%s=%s\\n" "$v" "${!v-unset}"; done'
     proc = subprocess.run([sys.executable, "-m", "manager", "run", "-c", script], env=env,
                           cwd=project, capture_output=True, text=True, check=True)
+    # $HOME's variable passes when $HOME is overlaid (rootless podman may leave it out).
+    shown = any(str(home) == t or str(home).startswith(t.rstrip("/") + "/")
+                for t in container_view.recorded_targets(_session(project)))
     assert proc.stdout.splitlines() == [
-        "PIP_FIND_LINKS=unset", f"WS_IN_HOME={home / 'x'}", f"WS_IN_PROJECT={project}",
-        "WS_LIST=unset", "WS_WORD=plain", "WS_SYSTEM=/usr/bin/env"]
+        "PIP_FIND_LINKS=unset", f"WS_IN_HOME={home / 'x' if shown else 'unset'}",
+        f"WS_IN_PROJECT={project}", "WS_LIST=unset", "WS_WORD=plain", "WS_SYSTEM=/usr/bin/env"]
 
 
 @pytest.mark.engine
