@@ -18,6 +18,7 @@ from manager.engines import container_view
 from manager.session import store
 from tests.engines.support import status
 
+LEFT_TO_IMAGE = "is not overlaid in this container: something is mounted below it"
 ENGINES = pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)
 pytestmark = [pytest.mark.as_user]
 
@@ -48,7 +49,13 @@ def test_home_and_tmp_are_overlaid_held_and_committed(ws, project: Path, tmp_pat
     (home / "old.txt").write_text("home file\n")
     script = tmp_path / "x.sh"                      # a script in /tmp, as an agent writes one
     script.write_text("echo from-tmp\n")
-    assert ws("run", "--", "bash", str(script), check=True).stdout == "from-tmp\n"
+    first = ws("run", "--", "bash", str(script))
+    if LEFT_TO_IMAGE in first.stderr:
+        # The documented exception: rootless podman, a mount below /tmp in the namespace its
+        # containers start from (the kernel refuses that lower dir in a user namespace).
+        assert engine_name == "podman" and os.geteuid() != 0 and first.returncode == 127
+        return
+    assert (first.returncode, first.stdout) == (0, "from-tmp\n"), first.stderr
     assert ws("run", "--", "cat", str(home / "old.txt"), check=True).stdout == "home file\n"
     # Made and changed on the host after the container started: the next call sees them.
     script.write_text("echo changed\n")
