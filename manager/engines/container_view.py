@@ -200,7 +200,8 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     """``run`` options with $HOME, /tmp and the CA files added (host mode)."""
     merged: dict[str, Any] = {key: list(value) if isinstance(value, list) else value
                               for key, value in options.items()}
-    for item in overlaid(session, wanted(session.project, _in_userns(engine))):
+    targets = wanted(session.project, _in_userns(engine))
+    for item in overlaid(session, targets):
         extra = engine.mount_options(item.target, str(item.upper), str(item.work), calls)
         for key, value in extra.items():
             have = merged.setdefault(key, [])
@@ -210,7 +211,7 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     env = ca_env(files)
     if env:
         merged["envs"] = {**dict(merged.get("envs") or {}), **env}
-    write_visible(session, files)
+    write_visible(session, [*targets, *files])
     return merged
 
 
@@ -220,8 +221,8 @@ def _in_userns(engine: Any) -> bool:
     return str(engine.name) == "podman" and rootless_podman()
 
 
-def write_visible(session: Session, files: list[str]) -> None:
+def write_visible(session: Session, paths: list[str]) -> None:
     """For the entry script: host paths shown as they are inside (a variable naming a path
     elsewhere on the host is not passed: it would name nothing, or the image's file)."""
-    shown = [session.project, *recorded_targets(session), *files]
+    shown = [session.project, *paths]
     (session.sandbox / VISIBLE).write_text("".join(p + "\n" for p in shown))
