@@ -90,7 +90,10 @@ def test_tmp_keeps_its_mode_and_home_its_owner(ws, engine_name: str):
 @ENGINES
 def test_changes_in_home_survive_a_new_container(ws, project: Path, engine_name: str):
     home = Path(os.environ["HOME"])
-    ws("run", "-c", 'echo kept > "$HOME/kept.txt"', check=True)
+    first = ws("run", "-c", 'echo kept > "$HOME/kept.txt"', check=True)
+    if LEFT_TO_IMAGE in first.stderr:   # rootless podman's documented exception
+        assert engine_name == "podman" and os.geteuid() != 0
+        return
     session = _session(project)
     from manager import config
     from manager.engines import registry
