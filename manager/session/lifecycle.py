@@ -18,7 +18,7 @@ from manager.session.context import Context
 from manager.session.store import Session
 
 if TYPE_CHECKING:
-    from manager.engines.container import Labelled
+    from manager.engines.container_cli import Labelled
 
 
 def process_start(pid: int) -> int | None:
