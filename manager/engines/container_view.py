@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from manager.changes.model import Layer
+from manager.engines.container_upper import UNSAFE_PATH_CHARS
 from manager.session.store import Session
 
 UPPERS = "upperdir"          # upperdir/<absolute path>: the uppers of $HOME and /tmp
 WORKS = "workdir"            # workdir/<n>: their overlay work dirs
 RECORD = "overlaid.json"     # every path ever overlaid in this session (its layers)
 VISIBLE = "visible"          # host paths the container shows as they are (the entry script)
-# Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
-UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
 # Where OpenSSL-based tools look for the system bundle, most common first (Go's list).
 CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt",              # Debian, Ubuntu, Arch, Alpine
               "/etc/pki/tls/certs/ca-bundle.crt",                # Fedora, RHEL
