@@ -178,10 +178,44 @@ def _binary(side: Side) -> bool:
 def _text_diff(old: Side, new: Side, max_lines: int) -> list[str]:
     a = _text_lines(old.data)
     b = _text_lines(new.data)
-    out = list(difflib.unified_diff(a, b, old.label, new.label, lineterm=""))
+    out = _grown(a, b, old.label, new.label)
+    if out is None:
+        out = list(difflib.unified_diff(a, b, old.label, new.label, lineterm=""))
     if len(out) > max_lines:
         out = out[:max_lines] + [f"... {len(out) - max_lines} more diff lines not shown"]
     return out
+
+
+def _grown(a: list[str], b: list[str], a_label: str, b_label: str) -> list[str] | None:
+    """``difflib.unified_diff``'s lines when one side is the other plus lines at its end
+    (the commonest edit), without its matcher; None for any other case.
+
+    The same lines, by difflib's own rules: the longest matching block comes first, ties
+    going to the earliest in ``a`` then in ``b``, so the whole shorter side matches at
+    (0, 0); nothing is left to match after it. Below 200 lines in ``b`` difflib's
+    "popular line" heuristic (autojunk) is off, so it cannot change that.
+    """
+    short, grew = (a, True) if len(a) < len(b) else (b, False)
+    long_ = b if grew else a
+    if not short or len(b) >= 200 or len(short) == len(long_) or long_[:len(short)] != short:
+        return None
+    n = len(short)
+    start = max(0, n - 3)
+    old_end, new_end = (n, len(b)) if grew else (len(a), n)
+    out = [f"--- {a_label}", f"+++ {b_label}",
+           f"@@ -{_range(start, old_end)} +{_range(start, new_end)} @@"]
+    out.extend(" " + line for line in short[start:])
+    mark = "+" if grew else "-"
+    out.extend(mark + line for line in long_[n:])
+    return out
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range as difflib writes it (``_format_range_unified``)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
 
 
 def _text_lines(data: bytes | None) -> list[str]:

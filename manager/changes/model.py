@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
@@ -135,14 +134,17 @@ def _lstat(path: str) -> os.stat_result | None:
 
 
 class _Walk:
-    """What stays the same during one layer's walk."""
+    """What stays the same during one layer's walk, and where its changes go (a list,
+    not generators: a change found 10 directories deep would pass through 20 of them)."""
 
-    __slots__ = ("layer", "project", "summarize")
+    __slots__ = ("layer", "project", "summarize", "found")
 
-    def __init__(self, layer: Layer, project: str, summarize: int | None) -> None:
+    def __init__(self, layer: Layer, project: str, summarize: int | None,
+                 found: list[Change]) -> None:
         self.layer = layer
         self.project = project
         self.summarize = summarize
+        self.found = found
 
 
 def read_changes(layers: list[Layer], project: Path,
@@ -156,8 +158,8 @@ def read_changes(layers: list[Layer], project: Path,
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            walk = _Walk(layer, str(project), summarize)
-            changes.extend(_walk(walk, str(layer.upper), str(layer.target), False))
+            walk = _Walk(layer, str(project), summarize, changes)
+            _walk(walk, str(layer.upper), str(layer.target), False)
     # Path order (by components): "/" sorts before any character a name can hold.
     changes.sort(key=lambda c: c.real_path.replace("/", "\0"))
     return changes
@@ -167,14 +169,14 @@ def _child(directory: str, name: str) -> str:
     return directory + name if directory.endswith("/") else directory + "/" + name
 
 
-def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> Iterator[Change]:
+def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
     try:
         with os.scandir(upper_dir) as found:
             entries = sorted(found, key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
-        yield from _entry(walk, entry, _child(real_dir, entry.name), parent_new)
+        _entry(walk, entry, _child(real_dir, entry.name), parent_new)
 
 
 def count_files(top: Path | str) -> int:
@@ -200,8 +202,7 @@ def _counts(entry: os.DirEntry[str]) -> bool:
     return not is_whiteout(entry.path, entry.stat(follow_symlinks=False))
 
 
-def _entry(walk: _Walk, entry: os.DirEntry[str], real: str,
-           parent_new: bool) -> Iterator[Change]:
+def _entry(walk: _Walk, entry: os.DirEntry[str], real: str, parent_new: bool) -> None:
     upper = entry.path
     ust = entry.stat(follow_symlinks=False)
     # Below an added or opaque directory the real tree is hidden: everything is new.
@@ -211,24 +212,24 @@ def _entry(walk: _Walk, entry: os.DirEntry[str], real: str,
 
     if is_whiteout(upper, ust):
         if rst is not None:
-            yield Change(real, Kind.DELETED, upper, None, old_type, in_project)
+            walk.found.append(Change(real, Kind.DELETED, upper, None, old_type, in_project))
         return
 
     new_type = entry_type(ust.st_mode)
     if new_type is EntryType.DIR:
-        yield from _dir_entry(walk, upper, ust, real, rst, in_project)
+        _dir_entry(walk, upper, ust, real, rst, in_project)
         return
 
     kind = _leaf_kind(upper, ust, real, rst)
     if kind is None and rst is not None and _xattrs_differ(upper, real):
         kind = Kind.XATTRS
     if kind is not None:
-        yield Change(real, kind, upper, new_type, old_type, in_project,
-                     special=meta.special(upper, ust))
+        walk.found.append(Change(real, kind, upper, new_type, old_type, in_project,
+                                 special=meta.special(upper, ust)))
 
 
 def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
-               rst: os.stat_result | None, in_project: bool) -> Iterator[Change]:
+               rst: os.stat_result | None, in_project: bool) -> None:
     old_type = entry_type(rst.st_mode) if rst else None
     opaque = is_opaque(upper)
     kind = _dir_kind(ust, rst, opaque)
@@ -238,12 +239,13 @@ def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
     summarize = walk.summarize
     below = count_files(upper) if summarize is not None and hidden else None
     if below is not None and below > (summarize or 0) and kind is not None:
-        yield Change(real, kind, upper, EntryType.DIR, old_type, in_project, opaque=opaque,
-                     below=below)
+        walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
+                                 opaque=opaque, below=below))
         return
     if kind is not None and not (real in walk.layer.scaffold and not opaque):
-        yield Change(real, kind, upper, EntryType.DIR, old_type, in_project, opaque=opaque)
-    yield from _walk(walk, upper, real, hidden)
+        walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
+                                 opaque=opaque))
+    _walk(walk, upper, real, hidden)
 
 
 def _xattrs_differ(upper: str, real: str) -> bool:
