@@ -19,6 +19,7 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -56,6 +57,11 @@ def _mount(*args: str) -> str | None:
 
 
 SKELETON_FILE_LIMIT = 1 << 20
+# overlayfs cannot pass connect() through to a socket of its lower layer (ECONNREFUSED):
+# sockets in the directories daemons use are bound over their overlay copies.
+SOCKET_ROOTS = ("/run", "/tmp", "/var/tmp")
+SOCKET_DEPTH = 2             # /tmp/.X11-unix/X0, /run/postgresql/.s.PGSQL.5432
+SOCKET_SCAN_LIMIT = 10_000   # entries looked at per directory overlaid
 
 
 class Builder:
@@ -177,6 +183,8 @@ class Builder:
             error = self.overlay(path, lower=path)
             if error:
                 self.readonly_bind(path, error)
+            elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
+                self.binds.extend(sockets_below(path))
 
     def overlay(self, point: str, lower: str) -> str | None:
         if any(c in p for p in (point, lower) for c in ",:"):
@@ -227,6 +235,31 @@ class Builder:
         shm = str(self.at(self.root, "/dev/shm"))
         if os.path.isdir(shm):
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
+
+
+def sockets_below(directory: str) -> list[str]:
+    """Unix sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look)."""
+    found: list[str] = []
+    level, budget = [directory], SOCKET_SCAN_LIMIT
+    for _ in range(SOCKET_DEPTH):
+        below: list[str] = []
+        for parent in level:
+            try:
+                entries = list(os.scandir(parent))[:budget]
+            except OSError:
+                continue
+            budget -= len(entries)
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(entry.path)
+                    elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()) \
+                            and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)  # d_type told it is neither: one lstat
+            if budget <= 0:
+                return found
+        level = below
+    return found
 
 
 def _foreign_on_the_way(directory: str) -> bool:

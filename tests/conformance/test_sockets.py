@@ -1,0 +1,55 @@
+"""Unix sockets outside are reached from the overlay engine, as natively (docs/fidelity.md#sockets)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.as_user
+
+
+@pytest.fixture
+def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
+
+
+@pytest.fixture
+def echo_server() -> Iterator[Path]:
+    """A server in /tmp (overlaid directly, nothing mounted below it) that answers "pong"."""
+    path = Path(f"/tmp/wsconf-{uuid.uuid4().hex[:8]}.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(b"pong")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield path
+    server.close()
+    path.unlink(missing_ok=True)
+
+
+def test_a_socket_in_an_overlaid_directory_answers(ws, overlay_engine: None, echo_server: Path):
+    script = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+              "print(s.recv(4).decode())")
+    proc = ws("run", "--", "python3", "-c", script, str(echo_server))
+    assert (proc.returncode, proc.stdout) == (0, "pong\n"), proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/var/run/docker.sock") or shutil.which("docker") is None,
+                    reason="no Docker daemon on this machine")
+def test_docker_daemon_is_reached(ws, overlay_engine: None):
+    if not os.access("/var/run/docker.sock", os.W_OK):
+        pytest.skip("this user may not use the Docker daemon outside either")
+    proc = ws("run", "--", "docker", "version", "--format", "{{.Server.Version}}")
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
