@@ -12,15 +12,15 @@ of three cases (docs/layout.md, "Format versions"):
   nothing is touched.
 
 Records written before formats were recorded carry none: they are format 1.
-Plain ``json`` and ``os`` only: the hook's hot path reads ``claude.json`` here.
+``fastjson`` and ``os`` only: the hook's hot path reads ``claude.json`` here.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 from manager import __version__
+from manager import fastjson
 from manager.errors import StateError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
@@ -87,7 +87,7 @@ def check(kind: str, raw: Any, path: object) -> int:
 def load(kind: str, path: str | os.PathLike[str]) -> Any:
     """A JSON record, checked (``FileNotFoundError`` and ``ValueError`` pass through)."""
     with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
+        raw = fastjson.loads(f.read())
     check(kind, raw, path)
     return raw
 
@@ -96,7 +96,7 @@ def peek(path: str | os.PathLike[str]) -> tuple[int, str | None] | None:
     """(format, written_by) of a JSON record without judging it; None when unreadable."""
     try:
         with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+            raw = fastjson.loads(f.read())
     except (OSError, ValueError):
         return None
     if not isinstance(raw, dict):
@@ -126,6 +126,8 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
     for step in range(found, current(kind)):
         record = MIGRATIONS[(kind, step)](record)
     record = stamp(kind, record)
+    import json
+
     write_atomic(Path(path), (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
     keep.unlink()
     return record

@@ -180,10 +180,10 @@ def test_a_migration_replaces_the_record_atomically_and_drops_the_copy_after(
 
 
 def test_the_hook_path_imports_no_more_than_before() -> None:
-    """On the hook's path (json and os already loaded) versioning adds itself and errors."""
+    """On the hook's path (fastjson and os already loaded) versioning adds itself and errors."""
     root = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-I", "-S", "-c",
-                          f"import sys; sys.path.insert(0, {root!r}); import json, os, manager;"
+                          f"import sys; sys.path.insert(0, {root!r}); import os, manager, manager.fastjson;"
                           "before = set(sys.modules); import manager.versioning;"
                           "print(' '.join(sorted(set(sys.modules) - before)))"],
                          capture_output=True, text=True, check=True).stdout

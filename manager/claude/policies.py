@@ -25,7 +25,10 @@ gh, docker and podman parse options with pflag, which takes no abbreviations.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 GH_FORMS: dict[str, frozenset[str]] = {
     "pr": frozenset(("list", "view", "status", "diff", "checks")),

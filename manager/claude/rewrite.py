@@ -21,7 +21,6 @@ part: the client never moves its cwd for them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 COMMAND = "@@workspace:command@@"
 CWD = "@@workspace:cwd@@"
@@ -68,7 +67,11 @@ def inline_cost(command: str) -> int:
     return len(command.encode("utf-8", "surrogatepass")) + 24 * command.count("'")
 
 
-Entry = Callable[[str, str, str], list[str]]   # (command, cwd, cwd_out) -> argv
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Entry = Callable[[str, str, str], list[str]]   # (command, cwd, cwd_out) -> argv
 
 
 def templated(entry: list[str], entry_bg: list[str]) -> Entry:

@@ -20,9 +20,9 @@ milliseconds that every Bash call would pay.
 
 from __future__ import annotations
 
-import json
 import os
 
+from manager import fastjson
 from manager.session import paths
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
@@ -63,7 +63,7 @@ def read_hot(session_id: str) -> Hot | None:
     path = os.path.join(paths.session_root(session_id), HOT)
     try:
         with open(path, encoding="utf-8") as f:
-            data: Any = json.load(f)
+            data: Any = fastjson.loads(f.read())
     except (FileNotFoundError, ValueError):
         return None
     versioning.check("claude", data, path)
@@ -73,6 +73,7 @@ def read_hot(session_id: str) -> Hot | None:
 
 
 def write_hot(session_id: str, data: Hot) -> None:
+    import json
     from pathlib import Path
 
     from manager import versioning
