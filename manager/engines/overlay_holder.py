@@ -237,15 +237,35 @@ class Builder:
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
 
 
+def listening_sockets() -> frozenset[str]:
+    """The paths unix sockets listen on (this network namespace), symlinks resolved."""
+    paths = set()
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split(maxsplit=7)
+                # Flags 00010000: accepting connections; a path, not an abstract name.
+                if len(fields) == 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/"):
+                    paths.add(os.path.realpath(fields[7].rstrip("\n")))
+    except (OSError, ValueError):
+        pass
+    return frozenset(paths)
+
+
 def sockets_below(directory: str) -> list[str]:
-    """Unix sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look)."""
+    """Sockets a daemon listens on, at most SOCKET_DEPTH levels below ``directory``.
+
+    Only live ones: a bound socket is a mount point inside, which `rm` refuses (EBUSY),
+    and removing a stale socket before binding a new one is common.
+    """
     found: list[str] = []
     level, budget = [directory], SOCKET_SCAN_LIMIT
     for _ in range(SOCKET_DEPTH):
         below: list[str] = []
         for parent in level:
             try:
-                entries = list(os.scandir(parent))[:budget]
+                entries = list(os.scandir(parent))[:max(budget, 0)]
             except OSError:
                 continue
             budget -= len(entries)
@@ -256,10 +276,11 @@ def sockets_below(directory: str) -> list[str]:
                     elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()) \
                             and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
                         found.append(entry.path)  # d_type told it is neither: one lstat
-            if budget <= 0:
-                return found
         level = below
-    return found
+    if not found:
+        return found
+    live = listening_sockets()
+    return [path for path in found if os.path.realpath(path) in live]
 
 
 def _foreign_on_the_way(directory: str) -> bool:

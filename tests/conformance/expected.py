@@ -38,6 +38,7 @@ CONTAINER: dict[str, Row] = {  # background processes stay in the session's cont
     "file.tmp.*": (CONTAINERS, "containers"),
     "file.var_tmp.*": ("only the project, $HOME and /tmp are overlaid in a container", "containers"),
     "socket.outside_server": (CONTAINERS, "containers"),
+    "socket.stale_removed": (CONTAINERS, "containers"),
     "socket.docker*": ("the Docker socket is not brought into the container", "sockets"),
     "hostname": ("a container has a host name of its own", "containers"),
     "env.PATH": ("the image's PATH: host directories do not exist in it", "containers"),

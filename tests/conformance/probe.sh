@@ -60,6 +60,7 @@ except OSError as e:
 PY
 }
 say socket.outside_server "$(connect "/tmp/$T-sock")"
+say socket.stale_removed "$(rm "/tmp/$T-stale" 2>&1 && echo yes)"
 if [[ -S /var/run/docker.sock ]]; then
     say socket.docker "$(connect /var/run/docker.sock)"
     say socket.docker.group "$(stat -c %G /var/run/docker.sock)"

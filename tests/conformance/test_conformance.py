@@ -37,7 +37,8 @@ class Side:
         self.project = root / self.tag
         self.places = {"project": self.project, "home": Path(os.environ["HOME"]),
                        "tmp": Path("/tmp"), "var_tmp": Path("/var/tmp")}
-        self.extra = [Path(f"/dev/shm/{self.tag}-old.txt"), Path(f"/tmp/{self.tag}-sock")]
+        self.extra = [Path(f"/dev/shm/{self.tag}-old.txt"), Path(f"/tmp/{self.tag}-sock"),
+                      Path(f"/tmp/{self.tag}-stale")]
 
     def stage(self) -> None:
         self.project.mkdir()
@@ -50,6 +51,8 @@ class Side:
             for name in FILES:
                 (place / f"{self.tag}-{name}.txt").write_text("before\n")
         self.extra[0].write_text("before\n")
+        with socket.socket(socket.AF_UNIX) as stale:   # a daemon that died without cleaning up
+            stale.bind(str(self.extra[2]))
 
     def change_outside(self) -> None:
         for place in self.places.values():

@@ -46,6 +46,19 @@ def test_a_socket_in_an_overlaid_directory_answers(ws, overlay_engine: None, ech
     assert (proc.returncode, proc.stdout) == (0, "pong\n"), proc.stderr
 
 
+def test_a_stale_socket_can_be_removed_and_bound_again(ws, overlay_engine: None, tmp_path: Path):
+    path = Path(f"/tmp/wsconf-{uuid.uuid4().hex[:8]}.sock")
+    try:
+        with socket.socket(socket.AF_UNIX) as stale:   # its daemon died without removing it
+            stale.bind(str(path))
+        rebind = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); "
+                  "print('bound')")
+        proc = ws("run", "--", "sh", "-c", f'rm "$1" && python3 -c "{rebind}" "$1"', "sh", str(path))
+        assert (proc.returncode, proc.stdout) == (0, "bound\n"), proc.stderr
+    finally:
+        path.unlink(missing_ok=True)
+
+
 @pytest.mark.skipif(not os.path.exists("/var/run/docker.sock") or shutil.which("docker") is None,
                     reason="no Docker daemon on this machine")
 def test_docker_daemon_is_reached(ws, overlay_engine: None):
