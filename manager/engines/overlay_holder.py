@@ -166,6 +166,8 @@ class Builder:
     def bind_files(self) -> None:
         for real in self.binds:
             target = str(self.at(self.root, real))
+            if not os.path.lexists(real):
+                continue  # gone since the skeleton or the socket scan saw it
             error = _mount("--bind", real, target)
             if error is None and os.path.isfile(real):
                 error = _mount("-o", "remount,bind,ro", target)
@@ -214,6 +216,12 @@ class Builder:
                 os.chown(current, st.st_uid, st.st_gid)
         os.chmod(self.upper, os.stat("/").st_mode & 0o7777)
         return current
+
+    def socket_dirs(self) -> list[str]:
+        """Where a daemon that starts later would make its socket: the roots, and the
+        directories of the sockets bound now."""
+        bound = [os.path.dirname(p) for p in self.binds if _is_socket(p)]
+        return sorted({*(r for r in SOCKET_ROOTS if os.path.isdir(r)), *bound})
 
     def bind(self, point: str) -> None:
         error = _mount("--rbind", point, str(self.at(self.root, point)))
@@ -281,6 +289,13 @@ def sockets_below(directory: str) -> list[str]:
         return found
     live = listening_sockets()
     return [path for path in found if os.path.realpath(path) in live]
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _foreign_on_the_way(directory: str) -> bool:
@@ -396,6 +411,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     watch = _watch(project, builder.log)
+    if watch is not None:
+        watch.add_socket_dirs(builder.socket_dirs())
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.engines.support import wait_until
 
 pytestmark = pytest.mark.as_user
 
@@ -66,3 +69,57 @@ def test_docker_daemon_is_reached(ws, overlay_engine: None):
         pytest.skip("this user may not use the Docker daemon outside either")
     proc = ws("run", "--", "docker", "version", "--format", "{{.Server.Version}}")
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+
+
+class Server:
+    """A unix socket server in /tmp answering ``reply`` to each connection."""
+
+    def __init__(self, path: Path, reply: bytes) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.reply = reply
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+ASK = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+       "print(s.recv(16).decode())")
+
+
+def _holder(state: Path) -> str:
+    return "".join(p.read_text() for p in state.glob("workspace/sessions/*/sandbox/holder.pid"))
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["started-later", "restarted"])
+def test_a_daemon_started_after_the_sandbox_is_reached(ws, overlay_engine: None, tmp_path: Path,
+                                                      restart: bool):
+    """A daemon that starts, or restarts (a new socket at the same path), while the holder
+    runs: the holder retires and the next one binds the new socket."""
+    path = Path(f"/tmp/wsconf-{uuid.uuid4().hex[:8]}.sock")
+    servers = [Server(path, b"first")] if restart else []
+    try:
+        first = ws("run", "--", "python3", "-c", ASK, str(path))
+        assert first.stdout == ("first\n" if restart else ""), first.stderr
+        holder = _holder(tmp_path / "state")
+        if servers:
+            servers[0].close()
+            path.unlink()
+        servers.append(Server(path, b"second"))
+        # Retired (a socket another process made in /tmp meanwhile may have done it already).
+        wait_until(lambda: not holder or _holder(tmp_path / "state") != holder)
+        proc = ws("run", "--", "python3", "-c", ASK, str(path))
+        assert (proc.returncode, proc.stdout) == (0, "second\n"), proc.stderr
+    finally:
+        for server in servers:
+            server.close()
+        path.unlink(missing_ok=True)
