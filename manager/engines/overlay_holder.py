@@ -85,6 +85,7 @@ class Builder:
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
+        self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
 
     def build(self, project: str = "") -> None:
         for d in (self.upper, self.work, self.root, self.skeleton):
@@ -155,6 +156,12 @@ class Builder:
             copy.mkdir(exist_ok=True)
             os.chmod(copy, os.stat(real).st_mode & 0o7777)
             return True
+        if self.stale_socket(real):
+            # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
+            # is a mount point: EBUSY).
+            copy.unlink(missing_ok=True)
+            os.mknod(copy, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            return False
         if not (os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT
                 and _copy(real, copy)):
             # Sockets, fifos, devices and large files: bound over a placeholder
@@ -162,6 +169,16 @@ class Builder:
             copy.touch()
             self.binds.append(real)
         return False
+
+    def stale_socket(self, real: str) -> bool:
+        try:
+            if not stat.S_ISSOCK(os.lstat(real).st_mode):
+                return False
+        except OSError:
+            return False  # gone: bind_files skips it
+        if self.live is None:
+            self.live = listening_sockets()
+        return os.path.realpath(real) not in self.live
 
     def bind_files(self) -> None:
         for real in self.binds:
@@ -186,7 +203,7 @@ class Builder:
             if error:
                 self.readonly_bind(path, error)
             elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
-                self.binds.extend(sockets_below(path))
+                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p))
 
     def overlay(self, point: str, lower: str) -> str | None:
         if any(c in p for p in (point, lower) for c in ",:"):
@@ -262,10 +279,10 @@ def listening_sockets() -> frozenset[str]:
 
 
 def sockets_below(directory: str) -> list[str]:
-    """Sockets a daemon listens on, at most SOCKET_DEPTH levels below ``directory``.
+    """Sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look).
 
-    Only live ones: a bound socket is a mount point inside, which `rm` refuses (EBUSY),
-    and removing a stale socket before binding a new one is common.
+    The caller binds only live ones: a bound socket is a mount point inside, which `rm`
+    refuses (EBUSY), and removing a stale socket before binding a new one is common.
     """
     found: list[str] = []
     level, budget = [directory], SOCKET_SCAN_LIMIT
@@ -285,10 +302,7 @@ def sockets_below(directory: str) -> list[str]:
                             and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
                         found.append(entry.path)  # d_type told it is neither: one lstat
         level = below
-    if not found:
-        return found
-    live = listening_sockets()
-    return [path for path in found if os.path.realpath(path) in live]
+    return found
 
 
 def _is_socket(path: str) -> bool:
