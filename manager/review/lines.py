@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from manager.changes.model import Change
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 MAX_BYTES = 1 << 20     # larger files are not counted (git --stat calls them "Bin" too)
-SNIFF = 8000            # bytes checked for NUL, as git does
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,6 @@ def _lines(path: str) -> list[bytes] | None:
             data = handle.read()
     except OSError:
         return []
-    if b"\0" in data[:SNIFF]:
+    if looks_binary(data):
         return None
     return data.splitlines()
