@@ -81,7 +81,7 @@ def read(project: Path, git_changes: list[Change], worktree_changes: list[Change
     view = GitView()
     git_dir = project / ".git"
     gitmodules = project / ".gitmodules"
-    view.flagged.extend(c for c in worktree_changes if c.path == gitmodules)
+    view.flagged.extend(c for c in worktree_changes if c.real_path == str(gitmodules))
     if not git_changes:
         return view
     for change in git_changes:
