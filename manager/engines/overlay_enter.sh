@@ -41,6 +41,31 @@ gone="the sandbox of session $SESSION is not running"
 read -r pid start 2>/dev/null <"$S/holder.pid" || fallback "$gone"
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+
+# Ask the holder to bring the directories it shows from a snapshot (those with mounts
+# below them: /, often /tmp, /var, /run) up to date with every change made outside
+# before now, and wait for its answer (a round trip, no restart). Its answer names the
+# nonces it served, and why it failed if it did.
+sync() {
+    local nonce="$$.$RANDOM$RANDOM" served why i
+    { exec 93<>"$S/sync.req" 92<>"$S/sync.wake"; } 2>/dev/null || fallback "$gone"
+    printf '%s\n' "$nonce" >&93
+    for ((i = 1; i <= 1200; i++)); do   # 60 s at most
+        read -r -t 0.05 -N 1 _ <&92
+        { read -r served; read -r why; } <"$S/sync.done" 2>/dev/null
+        if [[ " $served " == *" $nonce "* ]]; then
+            exec 92>&- 93>&-
+            [[ $why == retired ]] && fallback "$gone"
+            [[ -z $why ]] || not_entered "$why"
+            return
+        fi
+        read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
+        [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+        ((i % 20)) || printf '%s\n' "$nonce" >&93   # another call may have missed our answer
+    done
+    not_entered "the sandbox of session $SESSION did not bring its view up to date within 60 s"
+}
+[[ -p $S/sync.req ]] && sync   # a holder from before this protocol: no sync
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
 { exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback "$gone"

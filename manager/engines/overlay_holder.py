@@ -26,12 +26,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from manager.engines.overlay_watch import LevelWatch
     from manager.engines.overlay_watch import Watch
 
 PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
 STALE_POLL = 0.1       # while calls still run in a stale holder
 HOLDER_PID = "holder.pid"
+# A call asks to see the latest state: it writes a line (its nonce) to SYNC_REQUEST, the
+# holder brings the snapshotted directories up to date, writes the nonces it served (and
+# why it failed, if it did) to SYNC_DONE and one byte per nonce to SYNC_WAKE.
+SYNC_REQUEST = "sync.req"
+SYNC_WAKE = "sync.wake"
+SYNC_DONE = "sync.done"
+RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh holder
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 
 
@@ -67,21 +75,33 @@ class Builder:
     level deep -- as the lower layer, and each entry is then overlaid on its
     own: directly when nothing is mounted below it, else by the same rule.
     Every write lands in ``upperdir/<absolute path>`` either way.
+
+    Each such directory is watched (``levels``), so that a call can ask for the
+    snapshot to be brought up to date (``overlay_levels.refresh``).
     """
 
-    def __init__(self, sandbox: Path) -> None:
-        self.sandbox = sandbox
-        self.upper = sandbox / "upperdir"
-        self.work = sandbox / "workdir"
-        self.root = sandbox / "temproot"
-        self.skeleton = sandbox / "skeleton"
+    def __init__(self, sandbox: Path, watch: LevelWatch | None = None) -> None:
+        self.watch = watch
+        self.levels: list[str] = []
+        self.real_prefix = ""   # where the real filesystem is, once the holder has chrooted
+        self.rebase(sandbox)
         self.log: list[str] = []
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
 
+    def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
+        """Paths as the holder reaches them (after its chroot: through /proc/self/fd)."""
+        self.sandbox = sandbox
+        self.upper = sandbox / "upperdir"
+        self.work = sandbox / "workdir"
+        self.root = sandbox / "temproot"
+        self.skeleton = sandbox / "skeleton"
+        self.staging = sandbox / "skeleton.new"
+        self.real_prefix = real_prefix
+
     def build(self, project: str = "") -> None:
-        for d in (self.upper, self.work, self.root, self.skeleton):
+        for d in (self.upper, self.work, self.root, self.skeleton, self.staging):
             d.mkdir(exist_ok=True)
         self.mounts = [p for p, _ in mount_points()]
         if project and _foreign_on_the_way(project):
@@ -108,6 +128,7 @@ class Builder:
             return
         skeleton = self.at(self.skeleton, directory)
         skeleton.mkdir(parents=True, exist_ok=True)
+        self.watch_level(directory)
         entries = self.fill_skeleton(directory, names, skeleton)
         error = self.overlay(directory, lower=str(skeleton))
         if error:
@@ -115,6 +136,19 @@ class Builder:
         for name in entries:
             with contextlib.suppress(FileNotFoundError):
                 self.entry(os.path.join(directory, name))
+
+    def watch_level(self, directory: str) -> None:
+        """Changes from here on are queued for the next call (before listing: none is missed)."""
+        if self.watch is None:
+            return
+        if directory != "/":
+            try:
+                self.watch.add(directory)
+            except OSError as exc:
+                self.log.append(f"{directory}: cannot watch for outside changes ({exc}); the sandbox "
+                                "shows its entries as they were when it started")
+                return
+        self.levels.append(directory)
 
     def unreadable(self, directory: str) -> None:
         """A directory this user cannot list (e.g. /run/docker, 0700, while a container runs).
@@ -131,31 +165,49 @@ class Builder:
     def fill_skeleton(self, directory: str, names: list[str], skeleton: Path) -> list[str]:
         subdirs = []
         for name in names:
+            real = os.path.join(directory, name)
             try:
-                if self.skeleton_entry(os.path.join(directory, name), skeleton / name):
-                    subdirs.append(name)
+                kind = self.skeleton_entry(real, skeleton / name)
             except FileNotFoundError:
                 continue  # removed while we looked (other processes keep working)
+            if kind == "dir":
+                subdirs.append(name)
+            elif kind == "bind":
+                self.binds.append(real)
         os.chmod(skeleton, os.stat(directory).st_mode & 0o7777)
         return subdirs
 
-    def skeleton_entry(self, real: str, copy: Path) -> bool:
-        """Mirror one entry into the skeleton; True for a directory to overlay next."""
+    def skeleton_entry(self, real: str, copy: Path) -> str:
+        """Mirror one entry into the skeleton: "dir" (to overlay next), "link", "copy" or
+        "bind" (sockets, fifos, devices and large files: bound over a placeholder once the
+        level is mounted, large files read-only). A new version of a file replaces the old
+        one by rename, so a mount still reading the old one reads it whole."""
         if os.path.islink(real):
-            copy.unlink(missing_ok=True)
-            os.symlink(os.readlink(real), copy)
-            return False
+            staged = self.staged(copy)
+            os.symlink(os.readlink(real), staged)
+            os.replace(staged, copy)
+            return "link"
         if os.path.isdir(real):
             copy.mkdir(exist_ok=True)
             os.chmod(copy, os.stat(real).st_mode & 0o7777)
-            return True
-        if not (os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT
-                and _copy(real, copy)):
-            # Sockets, fifos, devices and large files: bound over a placeholder
-            # once the level is mounted (large files read-only).
-            copy.touch()
-            self.binds.append(real)
-        return False
+            return "dir"
+        staged = self.staged(copy)
+        if os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT and _copy(real, staged):
+            os.replace(staged, copy)
+            return "copy"
+        staged.touch()
+        os.replace(staged, copy)
+        return "bind"
+
+    def staged(self, copy: Path) -> Path:
+        staged = self.staging / hashlib.sha256(str(copy).encode()).hexdigest()[:16]
+        staged.unlink(missing_ok=True)
+        return staged
+
+    def work_dir(self, point: str) -> Path:
+        work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
+        work.mkdir(exist_ok=True)
+        return work
 
     def bind_files(self) -> None:
         for real in self.binds:
@@ -182,8 +234,7 @@ class Builder:
         if any(c in p for p in (point, lower) for c in ",:"):
             return "path has ',' or ':' (overlayfs option syntax)"
         upper = self.make_upper(point)
-        work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
-        work.mkdir(exist_ok=True)
+        work = self.work_dir(point)
         options = f"userxattr,index=off,lowerdir={lower},upperdir={upper},workdir={work}"
         return _mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
 
@@ -200,11 +251,11 @@ class Builder:
             if not current.exists():
                 current.mkdir()
                 self.scaffold.append(real)
-            st = os.stat(real)
+            st = os.stat(self.real_prefix + real)
             os.chmod(current, st.st_mode & 0o7777)
             with contextlib.suppress(OSError):
                 os.chown(current, st.st_uid, st.st_gid)
-        os.chmod(self.upper, os.stat("/").st_mode & 0o7777)
+        os.chmod(self.upper, os.stat(self.real_prefix + "/").st_mode & 0o7777)
         return current
 
     def bind(self, point: str) -> None:
@@ -251,17 +302,81 @@ def others_in_namespace() -> bool:
     return False
 
 
-def wait(session_fd: int, idle_seconds: float, watch: Watch | None) -> None:
-    """Until the session is gone, idle, or stale (the real project changed)."""
+class Sync:
+    """The holder's side of a call's request to see the latest state (see SYNC_REQUEST)."""
+
+    def __init__(self, sandbox: Path) -> None:
+        for name in (SYNC_REQUEST, SYNC_WAKE):
+            (sandbox / name).unlink(missing_ok=True)
+            os.mkfifo(sandbox / name, 0o600)
+        # Read-write, so that neither end ever sees end-of-file or blocks on open.
+        self.requests = os.open(sandbox / SYNC_REQUEST, os.O_RDWR | os.O_NONBLOCK)
+        self.wake = os.open(sandbox / SYNC_WAKE, os.O_RDWR | os.O_NONBLOCK)
+        (sandbox / SYNC_DONE).write_text("\n\n")
+        self.pending: dict[str, set[str]] = {}
+
+    def nonces(self) -> list[str]:
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.requests, 65536):
+                data += chunk
+        return data.decode(errors="replace").split()
+
+    def serve(self, builder: Builder, session_fd: int) -> bool:
+        """Answer the calls waiting; True when the holder has retired (they start a new one)."""
+        nonces = self.nonces()
+        if not nonces:
+            return False
+        if builder.watch is not None:
+            for level, names in builder.watch.drain().items():
+                self.pending.setdefault(level, set()).update(names)
+        why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        self.answer(session_fd, nonces, why)
+        return why == RETIRED
+
+    def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
+        failure = "" if "/" not in self.pending else "/ changed"   # the holder's own root
+        refresh = _levels_module().refresh
+        for level in sorted(self.pending, key=lambda d: d.count("/")):
+            if failure:
+                break
+            try:
+                refresh(builder, level, self.pending[level])
+            except (OSError, RuntimeError) as exc:
+                failure = f"{level}: {exc}"
+            else:
+                del self.pending[level]
+        if builder.scaffold:
+            _record_scaffold(builder.sandbox, builder.scaffold)
+        if not failure:
+            return ""
+        if not others_in_namespace():
+            _retire(session_fd)
+            return RETIRED
+        return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
+                f"while commands still run in it ({failure}); run the command again when they have ended")
+
+    def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
+        tmp = SYNC_DONE + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=session_fd)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{' '.join(nonces)}\n{why.replace(chr(10), ' ')}\n")
+        os.replace(tmp, SYNC_DONE, src_dir_fd=session_fd, dst_dir_fd=session_fd)
+        with contextlib.suppress(BlockingIOError):   # full: nobody reads (they poll the file)
+            os.write(self.wake, b"." * len(nonces))
+
+
+def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, builder: Builder) -> None:
+    """Until the session is gone, idle, or stale (the real project changed); answering calls."""
     poll = min(POLL_SECONDS, max(idle_seconds / 2, 0.5))
     stale = False
     while True:
-        readable = [watch.fd] if watch and not stale else []
-        if readable:
-            ready, _, _ = select.select(readable, [], [], poll)
-            stale = bool(ready) and watch is not None and watch.drain()
-        else:
-            time.sleep(STALE_POLL if stale else poll)
+        readable = [sync.requests, *([watch.fd] if watch and not stale else [])]
+        ready, _, _ = select.select(readable, [], [], STALE_POLL if stale else poll)
+        if sync.requests in ready and sync.serve(builder, session_fd):
+            return
+        if watch is not None and watch.fd in ready:
+            stale = watch.drain() or stale
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
@@ -287,13 +402,39 @@ def _retire(session_fd: int) -> None:
         pass
 
 
-def _watch_class() -> type[Watch]:
+def _own_directory() -> None:
     # Run as a script with -I, the holder has only its own directory to import from.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def _watch_class() -> type[Watch]:
+    _own_directory()
     import overlay_watch  # type: ignore[import-not-found,unused-ignore]
 
     cls: type[Watch] = overlay_watch.Watch
     return cls
+
+
+def _level_watch(log: list[str]) -> LevelWatch | None:
+    _own_directory()
+    import overlay_watch  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        watch: LevelWatch = overlay_watch.LevelWatch()
+    except OSError as exc:
+        log.append(f"cannot watch for outside changes ({exc}); directories with mounts below them "
+                   "are shown as they were when the sandbox started")
+        return None
+    return watch
+
+
+def _levels_module():  # type: ignore[no-untyped-def]
+    _own_directory()
+    import overlay_levels  # type: ignore[import-not-found,unused-ignore]
+
+    return overlay_levels
 
 
 def _watch(project: str, log: list[str]) -> Watch | None:
@@ -335,9 +476,13 @@ def main(argv: list[str]) -> int:
     sandbox = Path(argv[0])
     idle_seconds = float(argv[1])
     project = argv[2] if len(argv) > 2 else ""
-    builder = Builder(sandbox)
+    log: list[str] = []
+    builder = Builder(sandbox, _level_watch(log))
+    builder.log = log
     try:
         builder.build(project)
+        _levels_module()   # before the chroot, which hides this directory
+        sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
         return 1
@@ -345,13 +490,15 @@ def main(argv: list[str]) -> int:
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
+    real_root = os.open("/", os.O_PATH | os.O_DIRECTORY)
     os.chmod(builder.root, os.stat("/").st_mode & 0o7777)
     os.chroot(builder.root)
     os.chdir("/")
+    builder.rebase(Path(f"/proc/self/fd/{session_fd}"), f"/proc/self/fd/{real_root}")
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)
-    wait(session_fd, idle_seconds, watch)
+    wait(session_fd, idle_seconds, watch, sync, builder)
     return 0
 
 
