@@ -44,14 +44,17 @@ read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 
 # Ask the holder to bring the directories it shows from a snapshot (those with mounts
 # below them: /, often /tmp, /var, /run) up to date with every change made outside
-# before now, and wait for its answer (a round trip, no restart). Its answer names the
-# nonces it served, and why it failed if it did.
+# before now, and wait for its answer (a round trip, no restart): sync.done names the
+# nonces it served last, and why it failed if it did. sync.sleep is never written: a
+# read with a timeout on it is a sleep without a fork (a read of a fifo that other calls
+# read too could block for good).
 sync() {
-    local nonce="$$.$RANDOM$RANDOM" served why i
-    { exec 93<>"$S/sync.req" 92<>"$S/sync.wake"; } 2>/dev/null || fallback "$gone"
+    local nonce="$$.$RANDOM$RANDOM" served why i=0 nap=0.0002 resend=$((SECONDS + 1))
+    local deadline=$((SECONDS + 60))
+    { exec 93<>"$S/sync.req" 92<>"$S/sync.sleep"; } 2>/dev/null || fallback "$gone"
     printf '%s\n' "$nonce" >&93
-    for ((i = 1; i <= 1200; i++)); do   # 60 s at most
-        read -r -t 0.05 -N 1 _ <&92
+    while ((SECONDS < deadline)); do
+        read -r -t "$nap" -N 1 _ <&92
         { read -r served; read -r why; } <"$S/sync.done" 2>/dev/null
         if [[ " $served " == *" $nonce "* ]]; then
             exec 92>&- 93>&-
@@ -59,9 +62,14 @@ sync() {
             [[ -z $why ]] || not_entered "$why"
             return
         fi
+        ((++i < 20)) && continue   # the first 4 ms: the common case
+        nap=0.005
         read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
         [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
-        ((i % 20)) || printf '%s\n' "$nonce" >&93   # another call may have missed our answer
+        if ((SECONDS >= resend)); then   # a busy holder may have answered others since
+            printf '%s\n' "$nonce" >&93
+            resend=$((SECONDS + 1))
+        fi
     done
     not_entered "the sandbox of session $SESSION did not bring its view up to date within 60 s"
 }

@@ -13,6 +13,7 @@ call while nothing else runs in its mount namespace.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,11 +36,13 @@ POLL_SECONDS = 30.0
 STALE_POLL = 0.1       # while calls still run in a stale holder
 HOLDER_PID = "holder.pid"
 # A call asks to see the latest state: it writes a line (its nonce) to SYNC_REQUEST, the
-# holder brings the snapshotted directories up to date, writes the nonces it served (and
-# why it failed, if it did) to SYNC_DONE and one byte per nonce to SYNC_WAKE.
+# holder brings the snapshotted directories up to date and writes the nonces it served
+# (and why it failed, if it did) to SYNC_DONE, which the call polls, sleeping on
+# SYNC_SLEEP (a fifo nobody writes).
 SYNC_REQUEST = "sync.req"
-SYNC_WAKE = "sync.wake"
+SYNC_SLEEP = "sync.sleep"
 SYNC_DONE = "sync.done"
+SERVED_KEPT = 64
 RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh holder
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 
@@ -141,13 +145,12 @@ class Builder:
         """Changes from here on are queued for the next call (before listing: none is missed)."""
         if self.watch is None:
             return
-        if directory != "/":
-            try:
-                self.watch.add(directory)
-            except OSError as exc:
-                self.log.append(f"{directory}: cannot watch for outside changes ({exc}); the sandbox "
-                                "shows its entries as they were when it started")
-                return
+        try:
+            self.watch.add(directory)
+        except OSError as exc:
+            self.log.append(f"{directory}: cannot watch for outside changes ({exc}); the sandbox "
+                            "shows its entries as they were when it started")
+            return
         self.levels.append(directory)
 
     def unreadable(self, directory: str) -> None:
@@ -291,29 +294,38 @@ def _foreign_on_the_way(directory: str) -> bool:
 
 
 def others_in_namespace() -> bool:
+    return bool(_namespace_members(first=True))
+
+
+def _namespace_members(first: bool = False) -> list[str]:
+    """Pids of the other processes in this user namespace (as /proc names them)."""
     mine = os.readlink("/proc/self/ns/user")
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 if os.readlink(f"/proc/{entry}/ns/user") == mine:
-                    return True
+                    found.append(entry)
+                    if first:
+                        break
             except OSError:
                 continue
-    return False
+    return found
 
 
 class Sync:
     """The holder's side of a call's request to see the latest state (see SYNC_REQUEST)."""
 
     def __init__(self, sandbox: Path) -> None:
-        for name in (SYNC_REQUEST, SYNC_WAKE):
+        for name in (SYNC_REQUEST, SYNC_SLEEP):
             (sandbox / name).unlink(missing_ok=True)
             os.mkfifo(sandbox / name, 0o600)
-        # Read-write, so that neither end ever sees end-of-file or blocks on open.
+        # Read-write, so that it never sees end-of-file.
         self.requests = os.open(sandbox / SYNC_REQUEST, os.O_RDWR | os.O_NONBLOCK)
-        self.wake = os.open(sandbox / SYNC_WAKE, os.O_RDWR | os.O_NONBLOCK)
         (sandbox / SYNC_DONE).write_text("\n\n")
         self.pending: dict[str, set[str]] = {}
+        # Several rounds' worth, so that a call that looks late still finds its nonce.
+        self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
 
     def nonces(self) -> list[str]:
         data = b""
@@ -335,7 +347,8 @@ class Sync:
         return why == RETIRED
 
     def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
-        failure = "" if "/" not in self.pending else "/ changed"   # the holder's own root
+        # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
+        failure = "" if "/" not in self.pending else "a new sandbox is needed to show it"
         refresh = _levels_module().refresh
         for level in sorted(self.pending, key=lambda d: d.count("/")):
             if failure:
@@ -350,20 +363,23 @@ class Sync:
             _record_scaffold(builder.sandbox, builder.scaffold)
         if not failure:
             return ""
-        if not others_in_namespace():
+        print(f"cannot bring {', '.join(sorted(self.pending))} up to date: {failure}", file=sys.stderr,
+              flush=True)
+        busy = _namespace_members()
+        if not busy:
             _retire(session_fd)
             return RETIRED
         return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
-                f"while commands still run in it ({failure}); run the command again when they have ended")
+                f"while commands still run in it ({failure}): run the command again when they have "
+                f"ended, or stop them (pids {', '.join(busy)})")
 
     def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
         tmp = SYNC_DONE + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=session_fd)
+        self.served.extend(nonces)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(f"{' '.join(nonces)}\n{why.replace(chr(10), ' ')}\n")
+            f.write(f"{' '.join(self.served)}\n{why.replace(chr(10), ' ')}\n")
         os.replace(tmp, SYNC_DONE, src_dir_fd=session_fd, dst_dir_fd=session_fd)
-        with contextlib.suppress(BlockingIOError):   # full: nobody reads (they poll the file)
-            os.write(self.wake, b"." * len(nonces))
 
 
 def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, builder: Builder) -> None:
@@ -430,11 +446,12 @@ def _level_watch(log: list[str]) -> LevelWatch | None:
     return watch
 
 
-def _levels_module():  # type: ignore[no-untyped-def]
+def _levels_module() -> ModuleType:
     _own_directory()
     import overlay_levels  # type: ignore[import-not-found,unused-ignore]
 
-    return overlay_levels
+    module: ModuleType = overlay_levels
+    return module
 
 
 def _watch(project: str, log: list[str]) -> Watch | None:

@@ -115,8 +115,9 @@ def detach(point: str) -> None:
     _check(_libc.umount2(os.fsencode(point), MNT_DETACH), f"detach {point}")
 
 
-def child_mounts(point: str) -> list[str]:
-    """Mount points of the mounts directly on the topmost mount at ``point``, shallowest first."""
+def child_mounts(point: str) -> list[str] | None:
+    """Mount points of the mounts directly on the topmost mount at ``point``, shallowest first;
+    None when nothing is mounted there (any more)."""
     rows = []
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         for line in f:
@@ -124,6 +125,8 @@ def child_mounts(point: str) -> list[str]:
             rows.append((fields[0], fields[1], _unescape(fields[4])))
     here = {mid for mid, _, p in rows if p == point}
     tops = here - {parent for _, parent, p in rows if p == point}
+    if not tops:
+        return None
     if len(tops) != 1:
         raise RuntimeError(f"{point}: expected one mount on top there, found {len(tops)}")
     top = tops.pop()
@@ -139,13 +142,19 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
     """Bring ``level`` (a snapshotted directory, not "/") up to date for ``names``."""
     skeleton = builder.at(builder.skeleton, level)
     real = builder.real_prefix + level
-    if "" in names:   # the watch lost track: everything
+    children = child_mounts(level)
+    if children is None or not os.path.isdir(real):
+        return   # gone (e.g. a container's storage): its parent's refresh says so
+    lost = "" in names   # the watch lost track (its queue overflowed): everything
+    if lost:
         names = set(os.listdir(real)) | set(os.listdir(skeleton))
+    had_dir = {n for n in names if (skeleton / n).is_dir() and not (skeleton / n).is_symlink()}
     kinds = {name: _update(builder, os.path.join(real, name), skeleton / name) for name in names}
     # A directory with host mounts below keeps its mount: those mounts are not the watch's.
+    # Without events (lost), a directory that is still there is taken to be the same one.
     redo = {n: k for n, k in kinds.items()
-            if k in ("dir", "bind") and not builder.has_mounts_below(os.path.join(level, n))}
-    children = child_mounts(level)
+            if k in ("dir", "bind") and not builder.has_mounts_below(os.path.join(level, n))
+            and not (lost and k == "dir" and n in had_dir)}
     new = overlay_fd(str(skeleton), str(builder.make_upper(level)), str(builder.work_dir(level)))
     try:
         attach(new, AT_FDCWD, level, MOVE_MOUNT_BENEATH)

@@ -446,3 +446,39 @@ def test_outside_changes_in_a_snapshotted_directory_reach_the_next_call(account:
     assert overlay.holder_pid(account.sandbox()) == pid, "freshness must not restart the holder"
     assert (level / "mine.txt").read_text() == "theirs again\n"
     assert _changes(account) == {str(level / "mine.txt"): "modified"}
+
+
+def test_parallel_calls_see_a_snapshotted_directory_that_keeps_changing(account: Account):
+    """Calls ask for the latest state while others run and while files change outside: each
+    one sees at least what was written before it started, none fails, the holder stays."""
+    level, outer = _snapshotted_level(account)
+    _write(account, level / "counter", "0\n")
+    account.ws("run", "--", "true", outer=outer, check=True)
+    pid = overlay.holder_pid(account.sandbox())
+    written = [0]
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            tmp = level / "counter.tmp"
+            _write(account, tmp, f"{written[0] + 1}\n")
+            os.replace(tmp, level / "counter")
+            written[0] += 1
+            time.sleep(0.01)
+
+    toucher = threading.Thread(target=churn)
+    toucher.start()
+    try:
+        calls = []
+        for _ in range(12):
+            floor = written[0]
+            calls.append((floor, account.popen(_entry(account, account.project, f"cat {level}/counter"),
+                                               stdout=-1, stderr=-1)))
+            time.sleep(0.02)
+        results = [(floor, c.wait(timeout=300), c.stdout.read() if c.stdout else "",
+                    c.stderr.read() if c.stderr else "") for floor, c in calls]
+    finally:
+        stop.set()
+        toucher.join()
+    assert all(rc == 0 and not err and int(out) >= floor for floor, rc, out, err in results), results
+    assert overlay.holder_pid(account.sandbox()) == pid
