@@ -326,6 +326,7 @@ class Sync:
         self.pending: dict[str, set[str]] = {}
         # Several rounds' worth, so that a call that looks late still finds its nonce.
         self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
+        self.broken = ""   # a swap that failed half-way: only a fresh holder is trustworthy
 
     def nonces(self) -> list[str]:
         data = b""
@@ -348,7 +349,7 @@ class Sync:
 
     def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
         # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
-        failure = "" if "/" not in self.pending else "a new sandbox is needed to show it"
+        failure = self.broken or ("" if "/" not in self.pending else "a new sandbox is needed to show it")
         refresh = _levels_module().refresh
         for level in sorted(self.pending, key=lambda d: d.count("/")):
             if failure:
@@ -356,7 +357,7 @@ class Sync:
             try:
                 refresh(builder, level, self.pending[level])
             except (OSError, RuntimeError) as exc:
-                failure = f"{level}: {exc}"
+                failure = self.broken = f"{level}: {exc}"
             else:
                 del self.pending[level]
         if builder.scaffold:
