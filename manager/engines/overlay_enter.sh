@@ -73,7 +73,13 @@ sync() {
     done
     not_entered "the sandbox of session $SESSION did not bring its view up to date within 60 s"
 }
-[[ -p $S/sync.req ]] && sync   # a holder from before this protocol: no sync
+# No round trip when the holder sleeps in select() with nothing left to show: an outside
+# change wakes it (state running, no wchan) during the writer's own system call, and it
+# creates sync.dirty before it sleeps again. wchan first, then the file.
+if [[ -p $S/sync.req ]]; then   # a holder from before this protocol: no sync
+    read -r wchan 2>/dev/null <"/proc/$pid/wchan"
+    [[ $wchan == poll_schedule_timeout* && ! -e $S/sync.dirty ]] || sync
+fi
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
 { exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback "$gone"

@@ -42,6 +42,10 @@ HOLDER_PID = "holder.pid"
 SYNC_REQUEST = "sync.req"
 SYNC_SLEEP = "sync.sleep"
 SYNC_DONE = "sync.done"
+# Present while changes wait to be shown. A call may skip the round trip when the holder
+# sleeps in select() (an inotify event wakes it during the writer's own system call, so
+# asleep means every change so far has been drained) and this file is absent.
+SYNC_DIRTY = "sync.dirty"
 SERVED_KEPT = 64
 RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh holder
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
@@ -323,6 +327,7 @@ class Sync:
         # Read-write, so that it never sees end-of-file.
         self.requests = os.open(sandbox / SYNC_REQUEST, os.O_RDWR | os.O_NONBLOCK)
         (sandbox / SYNC_DONE).write_text("\n\n")
+        (sandbox / SYNC_DIRTY).touch()   # until the first answer: changes made while building
         self.pending: dict[str, set[str]] = {}
         # Several rounds' worth, so that a call that looks late still finds its nonce.
         self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
@@ -335,15 +340,25 @@ class Sync:
                 data += chunk
         return data.decode(errors="replace").split()
 
+    def collect(self, builder: Builder, session_fd: int) -> None:
+        """Drain the level watch; mark the state dirty (before sleeping again) if it changed."""
+        if builder.watch is None:
+            return
+        for level, names in builder.watch.drain().items():
+            self.pending.setdefault(level, set()).update(names)
+        if self.pending:
+            os.close(os.open(SYNC_DIRTY, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=session_fd))
+
     def serve(self, builder: Builder, session_fd: int) -> bool:
         """Answer the calls waiting; True when the holder has retired (they start a new one)."""
         nonces = self.nonces()
         if not nonces:
             return False
-        if builder.watch is not None:
-            for level, names in builder.watch.drain().items():
-                self.pending.setdefault(level, set()).update(names)
+        self.collect(builder, session_fd)
         why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        if not self.pending:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(SYNC_DIRTY, dir_fd=session_fd)
         self.answer(session_fd, nonces, why)
         return why == RETIRED
 
@@ -388,10 +403,13 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
     poll = min(POLL_SECONDS, max(idle_seconds / 2, 0.5))
     stale = False
     while True:
-        readable = [sync.requests, *([watch.fd] if watch and not stale else [])]
+        levels = [builder.watch.fd] if builder.watch is not None else []
+        readable = [sync.requests, *levels, *([watch.fd] if watch and not stale else [])]
         ready, _, _ = select.select(readable, [], [], STALE_POLL if stale else poll)
         if sync.requests in ready and sync.serve(builder, session_fd):
             return
+        if levels and levels[0] in ready:
+            sync.collect(builder, session_fd)
         if watch is not None and watch.fd in ready:
             stale = watch.drain() or stale
         st = os.fstat(session_fd)
