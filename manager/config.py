@@ -30,7 +30,6 @@ from manager.session import paths
 
 PROJECT_FILE = paths.PROJECT_FILE
 env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
-TRUST_FILE = "trusted-projects.json"     # in the state directory: {file path: sha256}
 # Settings a project file sets only when trusted: each one can switch the sandbox off
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
 # try.path runs a program, image, upper dir), or open the network.
@@ -151,7 +150,7 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
 
 
 def trust_path() -> Path:
-    return paths.state_home() / TRUST_FILE
+    return Path(paths.trust_file())
 
 
 def _trust_record(strict: bool = False) -> dict[str, str]:

@@ -17,10 +17,10 @@ from pathlib import Path
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 MAX_BYTES = 4 << 20   # larger files are summarised, not diffed
 MAX_LINES = 2000      # per file, before the rest is elided
-SNIFF = 8000          # bytes checked for NUL, as git does
 
 _COLOURS = {"header": "\033[1m", "hunk": "\033[36m", "-": "\033[31m", "+": "\033[32m"}
 _RESET = "\033[0m"
@@ -155,7 +155,7 @@ def _dir_summary(old: Side, new: Side) -> list[str]:
 
 
 def _binary(side: Side) -> bool:
-    return side.data is not None and b"\0" in side.data[:SNIFF]
+    return side.data is not None and looks_binary(side.data)
 
 
 def _text_diff(old: Side, new: Side, max_lines: int) -> list[str]:

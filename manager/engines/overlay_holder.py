@@ -20,6 +20,7 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -72,6 +73,11 @@ def _mount(*args: str) -> str | None:
 
 
 SKELETON_FILE_LIMIT = 1 << 20
+# overlayfs cannot pass connect() through to a socket of its lower layer (ECONNREFUSED):
+# sockets in the directories daemons use are bound over their overlay copies.
+SOCKET_ROOTS = ("/run", "/tmp", "/var/tmp")
+SOCKET_DEPTH = 2             # /tmp/.X11-unix/X0, /run/postgresql/.s.PGSQL.5432
+SOCKET_SCAN_LIMIT = 10_000   # entries looked at per directory overlaid
 
 
 class Builder:
@@ -97,6 +103,7 @@ class Builder:
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
+        self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
 
     def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
         """Paths as the holder reaches them (after its chroot: through /proc/self/fd)."""
@@ -199,6 +206,12 @@ class Builder:
             os.chmod(copy, os.stat(real).st_mode & 0o7777)
             return "dir"
         staged = self.staged(copy)
+        if self.stale_socket(real):
+            # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
+            # is a mount point: EBUSY).
+            os.mknod(staged, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            os.replace(staged, copy)
+            return "socket"
         if os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT and _copy(real, staged):
             os.replace(staged, copy)
             return "copy"
@@ -216,9 +229,21 @@ class Builder:
         work.mkdir(exist_ok=True)
         return work
 
+    def stale_socket(self, real: str) -> bool:
+        try:
+            if not stat.S_ISSOCK(os.lstat(real).st_mode):
+                return False
+        except OSError:
+            return False  # gone: bind_files skips it
+        if self.live is None:
+            self.live = listening_sockets()
+        return os.path.realpath(real) not in self.live
+
     def bind_files(self) -> None:
         for real in self.binds:
             target = str(self.at(self.root, real))
+            if not os.path.lexists(real):
+                continue  # gone since the skeleton or the socket scan saw it
             error = _mount("--bind", real, target)
             if error is None and os.path.isfile(real):
                 error = _mount("-o", "remount,bind,ro", target)
@@ -236,6 +261,8 @@ class Builder:
             error = self.overlay(path, lower=path)
             if error:
                 self.readonly_bind(path, error)
+            elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
+                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p))
 
     def overlay(self, point: str, lower: str) -> str | None:
         if any(c in p for p in (point, lower) for c in ",:"):
@@ -265,6 +292,12 @@ class Builder:
         os.chmod(self.upper, os.stat(self.real_prefix + "/").st_mode & 0o7777)
         return current
 
+    def socket_dirs(self) -> list[str]:
+        """Where a daemon that starts later would make its socket: the roots, and the
+        directories of the sockets bound now."""
+        bound = [os.path.dirname(p) for p in self.binds if _is_socket(p)]
+        return sorted({*(r for r in SOCKET_ROOTS if os.path.isdir(r)), *bound})
+
     def bind(self, point: str) -> None:
         error = _mount("--rbind", point, str(self.at(self.root, point)))
         if error:
@@ -285,6 +318,56 @@ class Builder:
         shm = str(self.at(self.root, "/dev/shm"))
         if os.path.isdir(shm):
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
+
+
+def listening_sockets() -> frozenset[str]:
+    """The paths unix sockets listen on (this network namespace), symlinks resolved."""
+    paths = set()
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split(maxsplit=7)
+                # Flags 00010000: accepting connections; a path, not an abstract name.
+                if len(fields) == 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/"):
+                    paths.add(os.path.realpath(fields[7].rstrip("\n")))
+    except (OSError, ValueError):
+        pass
+    return frozenset(paths)
+
+
+def sockets_below(directory: str) -> list[str]:
+    """Sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look).
+
+    The caller binds only live ones: a bound socket is a mount point inside, which `rm`
+    refuses (EBUSY), and removing a stale socket before binding a new one is common.
+    """
+    found: list[str] = []
+    level, budget = [directory], SOCKET_SCAN_LIMIT
+    for _ in range(SOCKET_DEPTH):
+        below: list[str] = []
+        for parent in level:
+            try:
+                entries = list(os.scandir(parent))[:max(budget, 0)]
+            except OSError:
+                continue
+            budget -= len(entries)
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(entry.path)
+                    elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()) \
+                            and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)  # d_type told it is neither: one lstat
+        level = below
+    return found
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _foreign_on_the_way(directory: str) -> bool:
@@ -366,6 +449,7 @@ class Sync:
         # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
         failure = self.broken or ("" if "/" not in self.pending else "a new sandbox is needed to show it")
         refresh = _levels_module().refresh
+        builder.live = None   # listening sockets: as they are now
         for level in sorted(self.pending, key=lambda d: d.count("/")):
             if failure:
                 break
@@ -523,6 +607,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     watch = _watch(project, builder.log)
+    if watch is not None:
+        watch.add_socket_dirs(builder.socket_dirs())
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 MAX_BYTES = 1 << 20     # larger files are not counted (git --stat calls them "Bin" too)
-SNIFF = 8000            # bytes checked for NUL, as git does
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,6 @@ def _lines(path: Path) -> list[bytes] | None:
         data = Path(path).read_bytes()
     except OSError:
         return []
-    if b"\0" in data[:SNIFF]:
+    if looks_binary(data):
         return None
     return data.splitlines()
