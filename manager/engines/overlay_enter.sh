@@ -41,6 +41,45 @@ gone="the sandbox of session $SESSION is not running"
 read -r pid start 2>/dev/null <"$S/holder.pid" || fallback "$gone"
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+
+# Ask the holder to bring the directories it shows from a snapshot (those with mounts
+# below them: /, often /tmp, /var, /run) up to date with every change made outside
+# before now, and wait for its answer (a round trip, no restart): sync.done names the
+# nonces it served last, and why it failed if it did. sync.sleep is never written: a
+# read with a timeout on it is a sleep without a fork (a read of a fifo that other calls
+# read too could block for good).
+sync() {
+    local nonce="$$.$RANDOM$RANDOM" served why i=0 nap=0.0002 resend=$((SECONDS + 1))
+    local deadline=$((SECONDS + 60))
+    { exec 93<>"$S/sync.req" 92<>"$S/sync.sleep"; } 2>/dev/null || fallback "$gone"
+    printf '%s\n' "$nonce" >&93
+    while ((SECONDS < deadline)); do
+        read -r -t "$nap" -N 1 _ <&92
+        { read -r served; read -r why; } <"$S/sync.done" 2>/dev/null
+        if [[ " $served " == *" $nonce "* ]]; then
+            exec 92>&- 93>&-
+            [[ $why == retired ]] && fallback "$gone"
+            [[ -z $why ]] || not_entered "$why"
+            return
+        fi
+        ((++i < 20)) && continue   # the first 4 ms: the common case
+        nap=0.005
+        read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
+        [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+        if ((SECONDS >= resend)); then   # a busy holder may have answered others since
+            printf '%s\n' "$nonce" >&93
+            resend=$((SECONDS + 1))
+        fi
+    done
+    not_entered "the sandbox of session $SESSION did not bring its view up to date within 60 s"
+}
+# No round trip when the holder sleeps in select() with nothing left to show: an outside
+# change wakes it (state running, no wchan) during the writer's own system call, and it
+# creates sync.dirty before it sleeps again. wchan first, then the file.
+if [[ -p $S/sync.req ]]; then   # a holder from before this protocol: no sync
+    read -r wchan 2>/dev/null <"/proc/$pid/wchan"
+    [[ $wchan == poll_schedule_timeout* && ! -e $S/sync.dirty ]] || sync
+fi
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
 { exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback "$gone"

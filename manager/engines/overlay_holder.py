@@ -13,6 +13,7 @@ call while nothing else runs in its mount namespace.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -24,15 +25,30 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from manager.engines.overlay_watch import LevelWatch
     from manager.engines.overlay_watch import Watch
 
 PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
 STALE_POLL = 0.1       # while calls still run in a stale holder
 HOLDER_PID = "holder.pid"
+# A call asks to see the latest state: it writes a line (its nonce) to SYNC_REQUEST, the
+# holder brings the snapshotted directories up to date and writes the nonces it served
+# (and why it failed, if it did) to SYNC_DONE, which the call polls, sleeping on
+# SYNC_SLEEP (a fifo nobody writes).
+SYNC_REQUEST = "sync.req"
+SYNC_SLEEP = "sync.sleep"
+SYNC_DONE = "sync.done"
+# Present while changes wait to be shown. A call may skip the round trip when the holder
+# sleeps in select() (an inotify event wakes it during the writer's own system call, so
+# asleep means every change so far has been drained) and this file is absent.
+SYNC_DIRTY = "sync.dirty"
+SERVED_KEPT = 64
+RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh holder
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 
 
@@ -73,22 +89,34 @@ class Builder:
     level deep -- as the lower layer, and each entry is then overlaid on its
     own: directly when nothing is mounted below it, else by the same rule.
     Every write lands in ``upperdir/<absolute path>`` either way.
+
+    Each such directory is watched (``levels``), so that a call can ask for the
+    snapshot to be brought up to date (``overlay_levels.refresh``).
     """
 
-    def __init__(self, sandbox: Path) -> None:
-        self.sandbox = sandbox
-        self.upper = sandbox / "upperdir"
-        self.work = sandbox / "workdir"
-        self.root = sandbox / "temproot"
-        self.skeleton = sandbox / "skeleton"
+    def __init__(self, sandbox: Path, watch: LevelWatch | None = None) -> None:
+        self.watch = watch
+        self.levels: list[str] = []
+        self.real_prefix = ""   # where the real filesystem is, once the holder has chrooted
+        self.rebase(sandbox)
         self.log: list[str] = []
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
 
+    def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
+        """Paths as the holder reaches them (after its chroot: through /proc/self/fd)."""
+        self.sandbox = sandbox
+        self.upper = sandbox / "upperdir"
+        self.work = sandbox / "workdir"
+        self.root = sandbox / "temproot"
+        self.skeleton = sandbox / "skeleton"
+        self.staging = sandbox / "skeleton.new"
+        self.real_prefix = real_prefix
+
     def build(self, project: str = "") -> None:
-        for d in (self.upper, self.work, self.root, self.skeleton):
+        for d in (self.upper, self.work, self.root, self.skeleton, self.staging):
             d.mkdir(exist_ok=True)
         self.mounts = [p for p, _ in mount_points()]
         if project and _foreign_on_the_way(project):
@@ -115,6 +143,7 @@ class Builder:
             return
         skeleton = self.at(self.skeleton, directory)
         skeleton.mkdir(parents=True, exist_ok=True)
+        self.watch_level(directory)
         entries = self.fill_skeleton(directory, names, skeleton)
         error = self.overlay(directory, lower=str(skeleton))
         if error:
@@ -122,6 +151,18 @@ class Builder:
         for name in entries:
             with contextlib.suppress(FileNotFoundError):
                 self.entry(os.path.join(directory, name))
+
+    def watch_level(self, directory: str) -> None:
+        """Changes from here on are queued for the next call (before listing: none is missed)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.add(directory)
+        except OSError as exc:
+            self.log.append(f"{directory}: cannot watch for outside changes ({exc}); the sandbox "
+                            "shows its entries as they were when it started")
+            return
+        self.levels.append(directory)
 
     def unreadable(self, directory: str) -> None:
         """A directory this user cannot list (e.g. /run/docker, 0700, while a container runs).
@@ -138,37 +179,55 @@ class Builder:
     def fill_skeleton(self, directory: str, names: list[str], skeleton: Path) -> list[str]:
         subdirs = []
         for name in names:
+            real = os.path.join(directory, name)
             try:
-                if self.skeleton_entry(os.path.join(directory, name), skeleton / name):
-                    subdirs.append(name)
+                kind = self.skeleton_entry(real, skeleton / name)
             except FileNotFoundError:
                 continue  # removed while we looked (other processes keep working)
+            if kind == "dir":
+                subdirs.append(name)
+            elif kind == "bind":
+                self.binds.append(real)
         os.chmod(skeleton, os.stat(directory).st_mode & 0o7777)
         return subdirs
 
-    def skeleton_entry(self, real: str, copy: Path) -> bool:
-        """Mirror one entry into the skeleton; True for a directory to overlay next."""
+    def skeleton_entry(self, real: str, copy: Path) -> str:
+        """Mirror one entry into the skeleton: "dir" (to overlay next), "link", "copy" or
+        "bind" (sockets, fifos, devices and large files: bound over a placeholder once the
+        level is mounted, large files read-only). A new version of a file replaces the old
+        one by rename, so a mount still reading the old one reads it whole."""
         if os.path.islink(real):
-            copy.unlink(missing_ok=True)
-            os.symlink(os.readlink(real), copy)
-            return False
+            staged = self.staged(copy)
+            os.symlink(os.readlink(real), staged)
+            os.replace(staged, copy)
+            return "link"
         if os.path.isdir(real):
             copy.mkdir(exist_ok=True)
             os.chmod(copy, os.stat(real).st_mode & 0o7777)
-            return True
+            return "dir"
+        staged = self.staged(copy)
         if self.stale_socket(real):
             # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
             # is a mount point: EBUSY).
-            copy.unlink(missing_ok=True)
-            os.mknod(copy, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
-            return False
-        if not (os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT
-                and _copy(real, copy)):
-            # Sockets, fifos, devices and large files: bound over a placeholder
-            # once the level is mounted (large files read-only).
-            copy.touch()
-            self.binds.append(real)
-        return False
+            os.mknod(staged, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            os.replace(staged, copy)
+            return "socket"
+        if os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT and _copy(real, staged):
+            os.replace(staged, copy)
+            return "copy"
+        staged.touch()
+        os.replace(staged, copy)
+        return "bind"
+
+    def staged(self, copy: Path) -> Path:
+        staged = self.staging / hashlib.sha256(str(copy).encode()).hexdigest()[:16]
+        staged.unlink(missing_ok=True)
+        return staged
+
+    def work_dir(self, point: str) -> Path:
+        work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
+        work.mkdir(exist_ok=True)
+        return work
 
     def stale_socket(self, real: str) -> bool:
         try:
@@ -209,8 +268,7 @@ class Builder:
         if any(c in p for p in (point, lower) for c in ",:"):
             return "path has ',' or ':' (overlayfs option syntax)"
         upper = self.make_upper(point)
-        work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
-        work.mkdir(exist_ok=True)
+        work = self.work_dir(point)
         options = f"userxattr,index=off,lowerdir={lower},upperdir={upper},workdir={work}"
         return _mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
 
@@ -227,11 +285,11 @@ class Builder:
             if not current.exists():
                 current.mkdir()
                 self.scaffold.append(real)
-            st = os.stat(real)
+            st = os.stat(self.real_prefix + real)
             os.chmod(current, st.st_mode & 0o7777)
             with contextlib.suppress(OSError):
                 os.chown(current, st.st_uid, st.st_gid)
-        os.chmod(self.upper, os.stat("/").st_mode & 0o7777)
+        os.chmod(self.upper, os.stat(self.real_prefix + "/").st_mode & 0o7777)
         return current
 
     def socket_dirs(self) -> list[str]:
@@ -323,28 +381,121 @@ def _foreign_on_the_way(directory: str) -> bool:
 
 
 def others_in_namespace() -> bool:
+    return bool(_namespace_members(first=True))
+
+
+def _namespace_members(first: bool = False) -> list[str]:
+    """Pids of the other processes in this user namespace (as /proc names them)."""
     mine = os.readlink("/proc/self/ns/user")
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 if os.readlink(f"/proc/{entry}/ns/user") == mine:
-                    return True
+                    found.append(entry)
+                    if first:
+                        break
             except OSError:
                 continue
-    return False
+    return found
 
 
-def wait(session_fd: int, idle_seconds: float, watch: Watch | None) -> None:
-    """Until the session is gone, idle, or stale (the real project changed)."""
+class Sync:
+    """The holder's side of a call's request to see the latest state (see SYNC_REQUEST)."""
+
+    def __init__(self, sandbox: Path) -> None:
+        for name in (SYNC_REQUEST, SYNC_SLEEP):
+            (sandbox / name).unlink(missing_ok=True)
+            os.mkfifo(sandbox / name, 0o600)
+        # Read-write, so that it never sees end-of-file.
+        self.requests = os.open(sandbox / SYNC_REQUEST, os.O_RDWR | os.O_NONBLOCK)
+        (sandbox / SYNC_DONE).write_text("\n\n")
+        (sandbox / SYNC_DIRTY).touch()   # until the first answer: changes made while building
+        self.pending: dict[str, set[str]] = {}
+        # Several rounds' worth, so that a call that looks late still finds its nonce.
+        self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
+        self.broken = ""   # a swap that failed half-way: only a fresh holder is trustworthy
+
+    def nonces(self) -> list[str]:
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.requests, 65536):
+                data += chunk
+        return data.decode(errors="replace").split()
+
+    def collect(self, builder: Builder, session_fd: int) -> None:
+        """Drain the level watch; mark the state dirty (before sleeping again) if it changed."""
+        if builder.watch is None:
+            return
+        for level, names in builder.watch.drain().items():
+            self.pending.setdefault(level, set()).update(names)
+        if self.pending:
+            os.close(os.open(SYNC_DIRTY, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=session_fd))
+
+    def serve(self, builder: Builder, session_fd: int) -> bool:
+        """Answer the calls waiting; True when the holder has retired (they start a new one)."""
+        nonces = self.nonces()
+        if not nonces:
+            return False
+        self.collect(builder, session_fd)
+        why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        if not self.pending:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(SYNC_DIRTY, dir_fd=session_fd)
+        self.answer(session_fd, nonces, why)
+        return why == RETIRED
+
+    def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
+        # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
+        failure = self.broken or ("" if "/" not in self.pending else "a new sandbox is needed to show it")
+        refresh = _levels_module().refresh
+        builder.live = None   # listening sockets: as they are now
+        for level in sorted(self.pending, key=lambda d: d.count("/")):
+            if failure:
+                break
+            try:
+                refresh(builder, level, self.pending[level])
+            except (OSError, RuntimeError) as exc:
+                failure = self.broken = f"{level}: {exc}"
+            else:
+                del self.pending[level]
+        if builder.scaffold:
+            _record_scaffold(builder.sandbox, builder.scaffold)
+        if not failure:
+            return ""
+        print(f"cannot bring {', '.join(sorted(self.pending))} up to date: {failure}", file=sys.stderr,
+              flush=True)
+        busy = _namespace_members()
+        if not busy:
+            _retire(session_fd)
+            return RETIRED
+        return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
+                f"while commands still run in it ({failure}): run the command again when they have "
+                f"ended, or stop them (pids {', '.join(busy)})")
+
+    def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
+        tmp = SYNC_DONE + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=session_fd)
+        self.served.extend(nonces)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{' '.join(self.served)}\n{why.replace(chr(10), ' ')}\n")
+        os.replace(tmp, SYNC_DONE, src_dir_fd=session_fd, dst_dir_fd=session_fd)
+
+
+def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, builder: Builder) -> None:
+    """Until the session is gone, idle, or stale (the real project changed); answering calls."""
     poll = min(POLL_SECONDS, max(idle_seconds / 2, 0.5))
     stale = False
     while True:
-        readable = [watch.fd] if watch and not stale else []
-        if readable:
-            ready, _, _ = select.select(readable, [], [], poll)
-            stale = bool(ready) and watch is not None and watch.drain()
-        else:
-            time.sleep(STALE_POLL if stale else poll)
+        levels = [builder.watch.fd] if builder.watch is not None else []
+        readable = [sync.requests, *levels, *([watch.fd] if watch and not stale else [])]
+        ready, _, _ = select.select(readable, [], [], STALE_POLL if stale else poll)
+        if sync.requests in ready and sync.serve(builder, session_fd):
+            return
+        if levels and levels[0] in ready:
+            sync.collect(builder, session_fd)
+        if watch is not None and watch.fd in ready:
+            stale = watch.drain() or stale
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
@@ -370,13 +521,40 @@ def _retire(session_fd: int) -> None:
         pass
 
 
-def _watch_class() -> type[Watch]:
+def _own_directory() -> None:
     # Run as a script with -I, the holder has only its own directory to import from.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def _watch_class() -> type[Watch]:
+    _own_directory()
     import overlay_watch  # type: ignore[import-not-found,unused-ignore]
 
     cls: type[Watch] = overlay_watch.Watch
     return cls
+
+
+def _level_watch(log: list[str]) -> LevelWatch | None:
+    _own_directory()
+    import overlay_watch  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        watch: LevelWatch = overlay_watch.LevelWatch()
+    except OSError as exc:
+        log.append(f"cannot watch for outside changes ({exc}); directories with mounts below them "
+                   "are shown as they were when the sandbox started")
+        return None
+    return watch
+
+
+def _levels_module() -> ModuleType:
+    _own_directory()
+    import overlay_levels  # type: ignore[import-not-found,unused-ignore]
+
+    module: ModuleType = overlay_levels
+    return module
 
 
 def _watch(project: str, log: list[str]) -> Watch | None:
@@ -418,9 +596,13 @@ def main(argv: list[str]) -> int:
     sandbox = Path(argv[0])
     idle_seconds = float(argv[1])
     project = argv[2] if len(argv) > 2 else ""
-    builder = Builder(sandbox)
+    log: list[str] = []
+    builder = Builder(sandbox, _level_watch(log))
+    builder.log = log
     try:
         builder.build(project)
+        _levels_module()   # before the chroot, which hides this directory
+        sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
         return 1
@@ -430,13 +612,15 @@ def main(argv: list[str]) -> int:
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
+    real_root = os.open("/", os.O_PATH | os.O_DIRECTORY)
     os.chmod(builder.root, os.stat("/").st_mode & 0o7777)
     os.chroot(builder.root)
     os.chdir("/")
+    builder.rebase(Path(f"/proc/self/fd/{session_fd}"), f"/proc/self/fd/{real_root}")
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)
-    wait(session_fd, idle_seconds, watch)
+    wait(session_fd, idle_seconds, watch, sync, builder)
     return 0
 
 

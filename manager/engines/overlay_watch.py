@@ -123,3 +123,52 @@ def _events(data: bytes) -> list[tuple[int, int, bytes]]:
         events.append((wd, mask, name))
         offset += EVENT.size + length
     return events
+
+
+IN_MODIFY = 0x02
+IN_ATTRIB = 0x04
+IN_CLOSE_WRITE = 0x08
+# A snapshotted directory's entries are copies: content and attribute changes count too.
+LEVEL_CHANGES = NAMESPACE_CHANGES | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
+NAME_CHANGES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+EVERYTHING = ""   # a name standing for "rescan the whole directory"
+
+
+class LevelWatch:
+    """inotify over the directories the holder snapshots (one watch each, not recursive).
+
+    Never waited on: the holder drains it when a call asks to be brought up to date.
+    Events are queued during the writer's own system call, so a drain sees every change
+    completed before it. ``drain()`` gives {directory: {changed names}}; a directory
+    changed beyond what the queue held maps to {EVERYTHING}.
+    """
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self.dirs: dict[int, str] = {}
+
+    def add(self, directory: str) -> None:
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(directory), LEVEL_CHANGES | IN_ONLYDIR)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {directory}")
+        self.dirs[wd] = directory
+
+    def drain(self) -> dict[str, set[str]]:
+        changed: dict[str, set[str]] = {}
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return changed
+            for wd, mask, name in _events(data):
+                if mask & IN_Q_OVERFLOW:
+                    return {d: {EVERYTHING} for d in self.dirs.values()}
+                directory = self.dirs.get(wd)
+                if directory is None or mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+                    continue   # a directory gone from the real filesystem: its parent says so
+                if mask & IN_ISDIR and not mask & NAME_CHANGES:
+                    continue   # a subdirectory's own attributes: its overlay shows them live
+                changed.setdefault(directory, set()).add(os.fsdecode(name))

@@ -68,3 +68,12 @@ def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: p
     assert done.stdout.strip() == f"rc=0 pwd={inside}"
     assert state.read_cwd("fin-1") == (str(inside), str(inside))
     assert not cwd_file.exists()
+
+
+def test_the_overlay_entry_and_holder_share_the_sync_protocol():
+    """The entry's side of "bring the snapshotted directories up to date" (overlay_holder.Sync)."""
+    text = (ENGINES_DIR / "overlay_enter.sh").read_text()
+    for name in (overlay_holder.SYNC_REQUEST, overlay_holder.SYNC_SLEEP, overlay_holder.SYNC_DONE,
+                 overlay_holder.SYNC_DIRTY):
+        assert f'"$S/{name}"' in text or f"$S/{name}" in text, name
+    assert f"$why == {overlay_holder.RETIRED}" in text

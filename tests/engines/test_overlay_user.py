@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -375,3 +376,109 @@ def test_a_holder_gone_between_prepare_and_entry_is_retried_quietly(account: Acc
     proc = account.run([account.python, "-c", RACE, str(account.project)])
     assert (proc.returncode, proc.stderr) == (0, "")
     assert _changes(account) == {str(account.project / "raced"): "added"}
+
+
+# -- 7. outside changes in a snapshotted directory ---------------------------------
+
+def _snapshotted_level(account: Account) -> tuple[Path, list[str]]:
+    """A directory the holder must snapshot (a skeleton level), and the wrapper that makes it one.
+
+    A directory with a mount below it cannot be an overlay lower layer in a user namespace:
+    the holder copies its entries one level deep. No host directory is reliably both such a
+    directory and writable by the test user, so the test makes one: a tmpfs on ``level/sub``
+    in a private mount namespace in which the first call starts the holder (the holder's
+    namespace keeps it; later calls enter the holder from here). Root needs only a mount
+    namespace; an ordinary user gets one through a user namespace, then maps back to its own
+    uid (a nested namespace), so the CLI and the holder run as that user, as they do normally.
+    """
+    level = account.base / "level"
+    (level / "sub").mkdir(parents=True)
+    account.chown(level, level / "sub")
+    mount = 'mount -t tmpfs tmpfs "$0"'
+    if os.geteuid() == 0:
+        return level, ["unshare", "--mount", "--", "sh", "-c", f'{mount} && exec "$@"', str(level / "sub")]
+    back = f"unshare --user --map-user={os.getuid()} --map-group={os.getgid()} --"
+    return level, ["unshare", "--user", "--map-root-user", "--mount", "--", "sh", "-c",
+                   f'{mount} && exec {back} "$@"', str(level / "sub")]
+
+
+def _write(account: Account, path: Path, text: str) -> None:
+    path.write_text(text)
+    account.chown(path)
+
+
+def test_outside_changes_in_a_snapshotted_directory_reach_the_next_call(account: Account):
+    """The agent's Write tool makes /tmp/x.sh, the next Bash call runs it; `sed -i` outside is
+    seen; the holder is not restarted for it; what the sandbox wrote there stays its own."""
+    level, outer = _snapshotted_level(account)
+    for name, text in (("edited.txt", "a\n"), ("replaced.sh", "echo v1\n"), ("removed.txt", "x\n"),
+                       ("mine.txt", "theirs\n")):
+        _write(account, level / name, text)
+    first = account.ws("run", "--", "sh", "-c",
+                       f"cd {level} && cat edited.txt && sh replaced.sh && "
+                       f"{{ cat new.sh newdir/f 2>/dev/null || true; }} && echo mine > mine.txt",
+                       outer=outer)
+    assert (first.returncode, first.stdout) == (0, "a\nv1\n"), first.stderr
+    skeleton = account.sandbox() / "skeleton" / str(level)[1:]
+    assert (skeleton / "edited.txt").is_file(), "the test's directory is not snapshotted"
+    pid = overlay.holder_pid(account.sandbox())
+
+    _write(account, level / "new.sh", "echo new\n")
+    with open(level / "edited.txt", "r+", encoding="utf-8") as f:   # in place: same inode
+        f.write("b")
+    subprocess.run(["sed", "-i", "s/v1/v2/", str(level / "replaced.sh")], check=True)
+    (level / "removed.txt").unlink()
+    (level / "newdir").mkdir()
+    _write(account, level / "newdir" / "f", "in newdir\n")
+    account.chown(level / "newdir")
+    _write(account, level / "mine.txt", "theirs again\n")
+
+    script = (f"cd {level} && sh new.sh && cat edited.txt && sh replaced.sh && "
+              "cat newdir/f mine.txt && { test -e removed.txt && echo still there || echo removed; } && "
+              "ls")
+    expected = "new\nb\nv2\nin newdir\nmine\nremoved\n" + "".join(
+        f"{n}\n" for n in sorted(["edited.txt", "mine.txt", "new.sh", "newdir", "replaced.sh", "sub"]))
+    lean = account.run(_entry(account, account.project, script))   # the plugin's path
+    assert (lean.returncode, lean.stdout, lean.stderr) == (0, expected, "")
+    subprocess.run(["sed", "-i", "s/v2/v3/", str(level / "replaced.sh")], check=True)
+    again = account.ws("run", "--", "sh", "-c", f"sh {level}/replaced.sh")    # the CLI's path
+    assert (again.returncode, again.stdout) == (0, "v3\n"), again.stderr
+    assert overlay.holder_pid(account.sandbox()) == pid, "freshness must not restart the holder"
+    assert (level / "mine.txt").read_text() == "theirs again\n"
+    assert _changes(account) == {str(level / "mine.txt"): "modified"}
+
+
+def test_parallel_calls_see_a_snapshotted_directory_that_keeps_changing(account: Account):
+    """Calls ask for the latest state while others run and while files change outside: each
+    one sees at least what was written before it started, none fails, the holder stays."""
+    level, outer = _snapshotted_level(account)
+    _write(account, level / "counter", "0\n")
+    account.ws("run", "--", "true", outer=outer, check=True)
+    pid = overlay.holder_pid(account.sandbox())
+    written = [0]
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            tmp = level / "counter.tmp"
+            _write(account, tmp, f"{written[0] + 1}\n")
+            os.replace(tmp, level / "counter")
+            written[0] += 1
+            time.sleep(0.01)
+
+    toucher = threading.Thread(target=churn)
+    toucher.start()
+    try:
+        calls = []
+        for _ in range(12):
+            floor = written[0]
+            calls.append((floor, account.popen(_entry(account, account.project, f"cat {level}/counter"),
+                                               stdout=-1, stderr=-1)))
+            time.sleep(0.02)
+        results = [(floor, c.wait(timeout=300), c.stdout.read() if c.stdout else "",
+                    c.stderr.read() if c.stderr else "") for floor, c in calls]
+    finally:
+        stop.set()
+        toucher.join()
+    assert all(rc == 0 and not err and int(out) >= floor for floor, rc, out, err in results), results
+    assert overlay.holder_pid(account.sandbox()) == pid
