@@ -154,3 +154,26 @@ def test_discard_removes_what_the_namespaces_root_made(account: Account):
     account.ws("discard", "--yes", check=True)
     assert _status(account) == {}
     assert (account.project / "gone.txt").read_text() == "old\n"
+
+
+def test_without_newuidmap_the_single_mapping_is_a_warning_not_a_failure(account: Account):
+    """No subordinate mapping possible: commands run as the namespace's root (uid 0), as
+    before, and doctor says why. Root needs no newuidmap: nothing changes for it."""
+    from tests.engines.test_overlay_user import _path_without
+
+    path = _path_without(account, "newuidmap", "newgidmap")
+    proc = account.run([account.python, "-m", "manager", "run", "--", "sh", "-c", "id -u; touch f"],
+                       env={"PATH": path})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "0\n"   # root: its own uid; the ordinary user: the fallback's root
+    maps = overlay_ids.recorded(account.sandbox())
+    assert maps is not None
+    assert maps.mode == (overlay_ids.FULL if account.uid == 0 else overlay_ids.SINGLE)
+    upper = account.sandbox() / "upperdir" / str(account.project / "f")[1:]
+    assert upper.stat().st_uid == account.uid          # the user's own file outside
+    assert _status(account)[str(account.project / "f")]["owner"] is None
+    doctor = account.run([account.python, "-m", "manager", "doctor", "--json"], env={"PATH": path})
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["engines"]["overlay"]}
+    found = checks.get("commands run as")
+    assert found is not None and found["ok"], doctor.stdout
+    assert ("newuidmap is not installed" in found["detail"]) == (account.uid != 0)
