@@ -50,9 +50,6 @@ MODULE_MAY_IMPORT: dict[str, set[str]] = {
     "engines.registry": {"errors", "config", "engines"},
     "engines.base": {"changes", "session", "engines"},
     "claude.records": set(),
-    # Debt: the health of every record a session has; reaches up (lazily) for two of them.
-    "session.health": {"changes", "config", "engines", "errors", "fsutil", "session",
-                       "versioning", "commit.journal", "guardrails.state"},
 }
 # The hook's hot path: what these may import at module level (stdlib beyond these is refused).
 HOT_PATH = ["manager.claude.entry", "manager.claude.pretool", "manager.claude.posttool",

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from manager.session.health import Record
 
 
 def session_args(parser: argparse.ArgumentParser) -> None:
@@ -17,3 +21,16 @@ def json_arg(parser: argparse.ArgumentParser) -> None:
 def pager_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-pager", action="store_true",
                         help="never page long output (default: a pager on a terminal, as git)")
+
+
+def owned_records() -> list[Record]:
+    """The session records other packages own, for ``doctor`` and ``gc`` to check they can
+    be read (:mod:`manager.session.health` cannot import their owners: they sit above it)."""
+    from manager.commit import journal
+    from manager.guardrails import state as guardstate
+    from manager.session import store
+    from manager.session.health import Record
+
+    return [Record(lambda sid: journal.path_for(store.session_dir(sid)),
+                   lambda sid: journal.read(store.session_dir(sid))),
+            Record(guardstate.side_file, guardstate.read_side, guardstate.session_ids)]

@@ -6,6 +6,7 @@ import argparse
 
 from manager import ui
 from manager.commands.common import json_arg
+from manager.commands.common import owned_records
 from manager.engines import registry
 from manager.engines.base import Check
 from manager.errors import WorkspaceError
@@ -30,7 +31,7 @@ def doctor(args: argparse.Namespace) -> int:
         choice: dict[str, str | None] = {"engine": chosen, "source": source}
     except WorkspaceError as exc:
         choice = {"engine": None, "source": str(exc)}
-    unreadable = health.survey()
+    unreadable = health.survey(owned_records())
     if args.json:
         ui.dump_json({"engines": {n: [c.as_json() for c in cs] for n, cs in results.items()},
                       "chosen": choice, "unreadable": [u.as_json() for u in unreadable]})

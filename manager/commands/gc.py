@@ -6,6 +6,7 @@ import argparse
 
 from manager import ui
 from manager.commands.common import json_arg
+from manager.commands.common import owned_records
 from manager.session import lifecycle
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def gc(args: argparse.Namespace) -> int:
-    report = lifecycle.collect(dry_run=args.dry_run)
+    report = lifecycle.collect(owned_records(), dry_run=args.dry_run)
     if args.json:
         ui.dump_json({"removed": report.removed,
                       "kept": [{"id": i, "pending": n} for i, n in report.kept],

@@ -21,7 +21,7 @@ from manager.changes.model import Layer
 from manager.session.store import Session
 
 if TYPE_CHECKING:
-    from manager.engines.container import Labelled
+    from manager.engines.container_cli import Labelled
 
 
 # Shared with every ``*_enter.sh`` (tests/engines/test_entry_scripts.py ties them):

@@ -5,18 +5,12 @@ directory (``sandbox/upper``) persists on the host, so paths and the working
 directory match the host and the shared change model reads the changes. Docker
 mounts the overlay through its local volume driver, podman through ``:O,upperdir=``;
 either way the engine mounts it on the host, so the container needs no
-``CAP_SYS_ADMIN``. Each call is an ``exec`` through ``container_enter.sh`` (no
-Python on that path); creating, inspecting and removing containers goes
-through python-on-whales, imported only when needed (it costs ~150-200 ms).
-
-Volume mode (``container.upper: volume``, for engines in a VM: Docker Desktop,
-podman machine) keeps the overlay inside the engine instead: a named volume
-holds upper/ and work/, the project is bind-mounted read-only as the lower layer,
-and the container (with ``CAP_SYS_ADMIN``, dropped again for the calls) mounts
-the overlay itself. ``upper/`` on the host is then a copy: the volume's upper is
-exported into it as a tar stream (:mod:`manager.changes.tarstream`) for review and on
-``release``, and pushed into a fresh volume when the next container starts.
-The ``volume`` mark says which side holds the truth: while it exists, the volume.
+``CAP_SYS_ADMIN``. Volume mode keeps the overlay inside the engine instead (see
+:mod:`manager.engines.container_upper`). Each call is an ``exec`` through
+``container_enter.sh`` (no Python on that path). Every other command goes through
+the engine's CLI client (:mod:`manager.engines.container_cli`), whose typed errors
+become one clear error here; docker and podman differ only in the two classes at
+the end.
 
 Sandbox layout::
 
@@ -30,66 +24,38 @@ Sandbox layout::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Any
 
 from manager.changes.model import Layer
 from manager.config import Config
+from manager.engines import container_upper
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import Streams
+from manager.engines.container_cli import ContainerClient
+from manager.engines.container_cli import ContainerCommandError
+from manager.engines.container_cli import Labelled
+from manager.engines.container_cli import Started
 from manager.engines.container_probe import resource_name
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
-from manager.fsutil import write_json_atomic
 from manager.session import paths
 from manager.session.store import Session
-
-if TYPE_CHECKING:
-    from python_on_whales import DockerClient
 
 ENTER_SCRIPT = Path(__file__).with_name("container_enter.sh")
 PID_FILE = "container.pid"
 LABEL = "org.workspace.session"
 # The state directory that made a container: gc only ever touches its own (engines are shared).
 STATE_LABEL = "org.workspace.state"
-CALLS_MOUNT = "/run/ws-calls"
-VOLUME_MARK = "volume"
-BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the volume}
-VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
-LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
-# Tar options both ways: whiteouts are char devices, opaque dirs carry trusted.overlay.opaque.
-# The overlay's marks, and the entries' own xattrs (review shows them; see changes/meta).
-TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*",
-             "--xattrs-include=user.*", "--xattrs-include=security.capability"]
-# What the container needs to mount its own overlay: the capability, and no LSM veto
-# (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
-VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
-                   "security_options": ["apparmor=unconfined", "label=disable"]}
-# Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
-UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
-
-
-@dataclass(frozen=True)
-class Labelled:
-    """A container some session of this state directory made."""
-
-    engine: str
-    id: str
-    name: str
-    session: str
 
 
 class ContainerEngine:
@@ -97,10 +63,10 @@ class ContainerEngine:
 
     name = "container"
     cli = ""
-    session_format = ""   # `ps --format` template printing the session label
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.client = ContainerClient(self.cli)
 
     # -- availability -------------------------------------------------------
 
@@ -117,7 +83,7 @@ class ContainerEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
-        _remember_births(session.sandbox / BIRTHS)
+        container_upper.remember_births(session)
         return [Layer(upper=session.sandbox / "upper", target=session.project_path)]
 
     def container_name(self, session: Session) -> str:
@@ -139,155 +105,39 @@ class ContainerEngine:
             yield
 
     def _start(self, session: Session) -> None:
-        client = self.client()
         name = self.container_name(session)
-        volume = self.upper_mode(session) == "volume"
+        volume = container_upper.upper_mode(self, session) == "volume"
         with self._engine_errors(session):
-            self._remove_stale(client, name)
-            self._require_image(client)
+            self.client.remove(name)   # left from before (stopped, or its daemon restarted)
+            self._require_image()
             for sub in ("upper", "work", "calls"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
-            fresh = volume and self._make_volume(client, session)
-            if not volume:   # the host overlay makes real births from now on
-                (session.sandbox / BIRTHS).unlink(missing_ok=True)
-            options = self.volume_options(session) if volume else \
-                self.mount_options(*_mount_paths(session))
-            container = client.container.run(
-                self.config["container.image"], detach=True, name=name, pull="never",
-                labels=self.labels(session), **options, **self.identity(), **self.limits())
-            self._require_limits(client, container, session)
+            labels = self.labels(session)
+            fresh = volume and container_upper.make_volume(self.client, session, labels)
+            if not volume:
+                container_upper.forget_births(session)
+            options = container_upper.volume_options(session) if volume else \
+                self.mount_options(*container_upper.mount_paths(session))
+            started = self.client.start(self.config["container.image"], name, labels,
+                                        {**options, **self.identity(), **self.limits()})
+            self._require_limits(started)
             if volume:
-                self._fill_volume(session, fresh)
-            self._make_home(client, name, session)
-            pid = int(container.state.pid or 0)
-        start = procs.start_time(pid) if pid else None
+                container_upper.fill_volume(self.client, session, fresh)
+            self._make_home(name, session)
+        start = procs.start_time(started.pid) if started.pid else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
-        (session.sandbox / PID_FILE).write_text(f"{pid if start else 0} {start or 0}\n")
-
-    # -- volume mode ----------------------------------------------------------
-
-    def upper_mode(self, session: Session) -> str:
-        """"host" or "volume" for the session's next container."""
-        if (session.sandbox / VOLUME_MARK).exists():
-            return "volume"   # its volume holds changes not exported yet
-        wanted = str(self.config["container.upper"])
-        if wanted != "auto":
-            return wanted
-        from manager.engines import container_probe
-
-        return "host" if container_probe.host_overlay_works(self) else "volume"
-
-    def volume_name(self, session: Session) -> str:
-        return resource_name(session.id)
-
-    def _make_volume(self, client: DockerClient, session: Session) -> bool:
-        """The session's volume; True when made afresh (so the host's upper must fill it)."""
-        name = self.volume_name(session)
-        if (session.sandbox / VOLUME_MARK).exists():
-            if client.volume.exists(name):
-                return False
-            # Lost (removed by hand): what it held since the last export is gone.
-            print(f"workspace: volume {name} of session {session.id} is gone; continuing "
-                  f"from the last exported changes", file=sys.stderr)
-            (session.sandbox / VOLUME_MARK).unlink()
-        if client.volume.exists(name):   # left over, never marked: stale by definition
-            client.volume.remove(name)
-        client.volume.create(name, labels=self.labels(session))
-        return True
-
-    def volume_options(self, session: Session) -> dict[str, Any]:
-        project, _, _, calls = _mount_paths(session)
-        return {"volumes": [(self.volume_name(session), VOLUME_MOUNT),
-                            (project, LOWER_MOUNT, "ro"), (calls, CALLS_MOUNT)],
-                **VOLUME_SECURITY}
-
-    def _fill_volume(self, session: Session, fresh: bool) -> None:
-        """Push the host's upper into a fresh volume (then mark it), and mount the overlay."""
-        name = self.container_name(session)
-        if fresh:
-            self._push_upper(session)
-            (session.sandbox / VOLUME_MARK).write_text(self.volume_name(session) + "\n")
-        # The overlay's root is the upper dir's root: it takes the project's owner and mode,
-        # or a caller who is not root could not write in the project's top directory.
-        upper = f"{VOLUME_MOUNT}/upper"
-        mount = (f'chown --reference={LOWER_MOUNT} {upper} && '
-                 f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
-                 f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
-                 f'workdir={VOLUME_MOUNT}/work "$1"')
-        proc = self._exec_root(name, ["sh", "-c", mount, "sh", session.project])
-        if proc.returncode != 0:
-            raise EngineUnavailable(
-                f"the container of session {session.id} cannot mount its overlay: "
-                f"{proc.stderr.decode(errors='replace').strip()}",
-                hint="volume mode needs CAP_SYS_ADMIN in the container and overlayfs in the "
-                     "engine's kernel (see docs/containers.md); or set container.upper: host")
-
-    def _push_upper(self, session: Session) -> None:
-        from manager.changes import tarstream
-
-        argv = self._exec_argv(self.container_name(session), [
-            "sh", "-c", f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && '
-                        f'chmod 700 {VOLUME_MOUNT} && exec tar -C {VOLUME_MOUNT}/upper '
-                        f'{shlex.join(TAR_FLAGS)} -xpf -'], stdin=True)
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdin is not None and proc.stderr is not None
-        try:
-            tarstream.pack(session.sandbox / "upper", proc.stdin)
-        finally:
-            proc.stdin.close()
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            raise EngineUnavailable(f"could not fill the volume of session {session.id}: "
-                                    f"{err.decode(errors='replace').strip()}")
-
-    def export_upper(self, session: Session) -> None:
-        """Replace the host's ``upper/`` with the volume's (a running container's) upper."""
-        from manager.changes import tarstream
-
-        scratch = session.sandbox / "upper.export"
-        _rmtree(scratch)
-        # Birth times go along (the conflict check compares them with the real files' ctimes);
-        # the copies made here are born now.
-        # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
-        script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -mindepth 1 -exec stat --printf '
-                  f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} '
-                  '-cf - births upper')
-        argv = self._exec_argv(self.container_name(session), ["sh", "-c", script])
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        assert proc.stdout is not None
-        side: dict[str, bytes] = {}
-        try:
-            side = tarstream.unpack(proc.stdout, scratch, root="upper")
-        finally:
-            _, err = proc.communicate()
-        if proc.returncode != 0:
-            _rmtree(scratch)
-            raise EngineUnavailable(f"could not export the changes of session {session.id}: "
-                                    f"{err.decode(errors='replace').strip()}",
-                                    hint="they are still in the engine's volume "
-                                         f"{self.volume_name(session)}; rerun once it works")
-        _swap(scratch, session.sandbox / "upper")
-        births = _parse_births(side.get("births", b""), session.sandbox / "upper")
-        write_json_atomic(session.sandbox / BIRTHS, births)
+        (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
 
     def refresh(self, session: Session) -> None:
         """Bring the host's copy of the changes up to date (volume mode) before they are read."""
-        if not (session.sandbox / VOLUME_MARK).exists():
+        if not container_upper.in_volume(session):
             return
         try:
             self.prepare(session)
             with self._lock(session):
-                self.export_upper(session)
+                container_upper.export_upper(self.client, session)
         except WorkspaceError as exc:
             print(f"workspace: showing the changes exported last; {exc}", file=sys.stderr)
-
-    def _exec_argv(self, name: str, argv: list[str], stdin: bool = False) -> list[str]:
-        return [self.cli_path(), "exec", *(["-i"] if stdin else []), "-u", "0", name, *argv]
-
-    def _exec_root(self, name: str, argv: list[str]) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(self._exec_argv(name, argv), capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=120)
 
     def labels(self, session: Session) -> dict[str, str]:
         return {LABEL: session.id, "org.workspace.project": session.project,
@@ -299,48 +149,26 @@ class ContainerEngine:
         Through the CLI, not python-on-whales: gc should not pay its import.
         An engine that is missing or does not answer has none.
         """
-        if shutil.which(self.cli) is None:
-            return []
-        argv = [self.cli, "ps", "-a", "--filter", f"label={STATE_LABEL}={paths.state_home()}",
-                "--format", "{{.ID}} {{.Names}} " + self.session_format]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return []
-        found = []
-        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
-            parts = line.split()
-            if len(parts) == 3:
-                found.append(Labelled(self.name, *parts))
-        return found
+        return self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
 
     def remove_orphan(self, found: Labelled) -> None:
         """Remove a container whose session record is gone (its upper dir went with it)."""
-        proc = subprocess.run([self.cli, "rm", "-f", "-v", found.id], capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
+        try:
+            self.client.remove_container(found.id)
+        except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
-                                 f"{proc.stderr.strip()}")
+                                 f"{exc.stderr.strip()}") from exc
         # Volume mode's volume: its session is gone, so nothing can read it any more.
-        subprocess.run([self.cli, "volume", "rm", resource_name(found.session)],
-                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        self.client.remove_volume_quietly(resource_name(found.session))
 
-    def _remove_stale(self, client: DockerClient, name: str) -> None:
-        """A container left from before (stopped, or its daemon restarted): replace it."""
-        from python_on_whales.exceptions import NoSuchContainer
-
-        with contextlib.suppress(NoSuchContainer):
-            client.container.remove(name, force=True, volumes=True)
-
-    def _require_image(self, client: DockerClient) -> None:
+    def _require_image(self) -> None:
         image = self.config["container.image"]
-        if not client.image.exists(image):
+        if not self.client.image_exists(image):
             raise EngineUnavailable(
                 f"the sandbox image {image} is not in {self.cli}",
                 hint=f"build it with `workspace image build --engine {self.cli}`")
 
-    def _make_home(self, client: DockerClient, name: str, session: Session) -> None:
+    def _make_home(self, name: str, session: Session) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
         It lives in the container and is discarded with it: only the project is reviewable.
@@ -350,8 +178,8 @@ class ContainerEngine:
         if not home or home == "/" or _inside(Path(home), project) or _inside(project, Path(home)):
             return
         uid_gid = f"{os.getuid()}:{os.getgid()}"
-        client.container.execute(name, ["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",
-                                        home, uid_gid], user="0")
+        self.client.exec_root(name, ["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",
+                                     home, uid_gid])
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         """``run`` options mounting ``lower`` at its own path over ``upper``, and ``calls``."""
@@ -377,12 +205,14 @@ class ContainerEngine:
                 return
         except FileNotFoundError:
             return
-        proc = subprocess.run(self.as_engine_root(str(work), ["rm", "-rf", "--", "/w/work"]),
-                              capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
-        if proc.returncode != 0 or os.path.lexists(inner):
+        failed = ""
+        try:
+            self.client.run(self.as_engine_root(str(work), ["rm", "-rf", "--", "/w/work"]))
+        except ContainerCommandError as exc:
+            failed = exc.stderr.strip()
+        if failed or os.path.lexists(inner):
             raise EngineUnavailable(
-                f"{self.cli} could not clear the overlay work dir {inner}: {proc.stderr.strip()}",
+                f"{self.cli} could not clear the overlay work dir {inner}: {failed}",
                 hint=f"check the engine (`workspace doctor --engine {self.name}`), then retry")
 
     def as_engine_root(self, work: str, argv: list[str]) -> list[str]:
@@ -404,41 +234,29 @@ class ContainerEngine:
             opts["cpus"] = cfg["container.cpus"]
         return opts
 
-    def _require_limits(self, client: DockerClient, container: Any, session: Session) -> None:
+    def _require_limits(self, started: Started) -> None:
         """Limits the engine took and then ignores (rootless podman on cgroup v1) are none."""
-        cfg, host = self.config, container.host_config
+        cfg = self.config
         ignored = [name for name, wanted, got in (
-            ("container.memory", cfg["container.memory"], host.memory),
-            ("container.pids", cfg["container.pids"], host.pids_limit),
-            ("container.cpus", cfg["container.cpus"], host.nano_cpus)) if wanted and not got]
+            ("container.memory", cfg["container.memory"], started.memory),
+            ("container.pids", cfg["container.pids"], started.pids_limit),
+            ("container.cpus", cfg["container.cpus"], started.nano_cpus)) if wanted and not got]
         if ignored:
-            client.container.remove(container, force=True, volumes=True)
+            self.client.remove(started.id)
             raise EngineUnavailable(
                 f"{self.cli} does not apply {', '.join(ignored)} here (rootless podman cannot "
                 f"on cgroup v1, nor on cgroup v2 without delegated controllers)",
                 hint=f"unset {', '.join(ignored)}, or use an engine that applies limits "
                      "(docker, rootful podman)")
 
-    def client(self) -> DockerClient:
-        try:
-            from python_on_whales import DockerClient
-        except ImportError as exc:
-            raise EngineUnavailable(f"python-on-whales is not installed: {exc}",
-                                    hint="it is a dependency of workspace: reinstall it "
-                                         "(`pip install workspace-sandbox`, or rerun the "
-                                         "plugin's bootstrap)") from exc
-        return DockerClient(client_call=[self.cli])
-
     @contextlib.contextmanager
     def _engine_errors(self, session: Session) -> Iterator[None]:
         """The engine's own failures as one clear error that says the changes are safe."""
-        from python_on_whales.exceptions import DockerException
-
         try:
             yield
-        except DockerException as exc:
+        except ContainerCommandError as exc:
             raise EngineUnavailable(
-                f"{self.cli} failed for session {session.id}: {_stderr(exc)}\n"
+                f"{self.cli} failed for session {session.id}: {exc.last_line()}\n"
                 f"the session's changes are safe in {session.sandbox / 'upper'}",
                 hint=f"check the engine (`workspace doctor --engine {self.name}`); "
                      "once it works again, rerun the command") from exc
@@ -455,7 +273,7 @@ class ContainerEngine:
                 request.command]
 
     def cli_path(self) -> str:
-        return shutil.which(self.cli) or self.cli
+        return self.client.path()
 
     def release(self, session: Session) -> None:
         busy = running_calls(session.sandbox)
@@ -464,28 +282,23 @@ class ContainerEngine:
                 f"commands are still running in session {session.id} "
                 f"(calls {', '.join(busy)})",
                 hint="wait for them to finish or stop them, then try again")
-        if (session.sandbox / VOLUME_MARK).exists():
+        if container_upper.in_volume(session):
             self.prepare(session)   # a container to export through (the old one may be gone)
         with self._lock(session):
-            if (session.sandbox / VOLUME_MARK).exists():
-                self.export_upper(session)
-                (session.sandbox / VOLUME_MARK).unlink()
+            if container_upper.in_volume(session):
+                container_upper.export_upper(self.client, session)
+                (session.sandbox / container_upper.VOLUME_MARK).unlink()
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
                 self.clear_work(session)
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
 
     def _remove(self, session: Session) -> None:
-        from python_on_whales.exceptions import NoSuchContainer
-        from python_on_whales.exceptions import NoSuchVolume
-
-        client = self.client()
         with self._engine_errors(session):
-            with contextlib.suppress(NoSuchContainer):
-                # -v: the overlay's volume record goes too; the upper dir stays.
-                client.container.remove(self.container_name(session), force=True, volumes=True)
-            with contextlib.suppress(NoSuchVolume):   # volume mode: exported by now
-                client.volume.remove(self.volume_name(session))
+            # -v: the overlay's volume record goes too; the upper dir stays.
+            self.client.remove(self.container_name(session))
+            # Volume mode's volume: exported by now.
+            self.client.remove_volume(container_upper.volume_name(session))
 
     def destroy(self, session: Session) -> None:
         self.release(session)
@@ -498,7 +311,6 @@ class DockerEngine(ContainerEngine):
 
     name = "docker"
     cli = "docker"
-    session_format = '{{.Label "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
         # The daemon mounts as root, so opaque marks would be trusted.overlay.* xattrs, which an
@@ -508,7 +320,7 @@ class DockerEngine(ContainerEngine):
         overlay = ["type=volume", f"dst={lower}", "volume-driver=local",
                    "volume-opt=type=overlay", "volume-opt=device=overlay",
                    f'"volume-opt=o=lowerdir={lower},upperdir={upper},workdir={work}{extra}"']
-        return {"mounts": [overlay], "volumes": [(calls, CALLS_MOUNT)]}
+        return {"mounts": [overlay], "volumes": [(calls, container_upper.CALLS_MOUNT)]}
 
 
 class PodmanEngine(ContainerEngine):
@@ -516,10 +328,9 @@ class PodmanEngine(ContainerEngine):
 
     name = "podman"
     cli = "podman"
-    session_format = '{{index .Labels "org.workspace.session"}}'
 
     def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
-        return {"volumes": [(calls, CALLS_MOUNT),
+        return {"volumes": [(calls, container_upper.CALLS_MOUNT),
                             (lower, lower, f"O,upperdir={upper},workdir={work}")]}
 
     def identity(self) -> dict[str, Any]:
@@ -539,71 +350,8 @@ def rootless_podman() -> bool:
     return os.geteuid() != 0 and not os.environ.get("CONTAINER_HOST")
 
 
-def _mount_paths(session: Session) -> tuple[str, str, str, str]:
-    sandbox = session.sandbox
-    paths = (session.project, str(sandbox / "upper"), str(sandbox / "work"), str(sandbox / "calls"))
-    for path in paths:
-        if UNSAFE_PATH_CHARS & set(path):
-            raise EngineUnavailable(
-                f"cannot mount {path!r} into a container: the engine's mount syntax cannot "
-                "carry ',', ':', '\"' or '\\' in a path",
-                hint="use a path without them (e.g. through a symlink) or the overlay engine")
-    return paths
-
-
-def _parse_births(raw: bytes, upper: Path) -> dict[str, int]:
-    """``stat --printf "%.9W %n\\0"`` output (names ./REL) as {absolute host path: ns}.
-
-    Unknown births (0 or -1) are skipped: the copy's own time stands in.
-    """
-    births: dict[str, int] = {}
-    for record in raw.split(b"\0"):
-        stamp, _, name = record.partition(b" ")
-        sec, _, frac = stamp.decode(errors="replace").partition(".")
-        rel = name.removeprefix(b"./")
-        if rel and sec.isdigit() and int(sec) > 0 and (frac.isdigit() or not frac):
-            births[str(upper / os.fsdecode(rel))] = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
-    return births
-
-
-def _remember_births(path: Path) -> None:
-    """Volume mode: the host's copies were born at export; the conflict check needs the real
-    births (``btime``)."""
-    from manager.commit import btime
-
-    with contextlib.suppress(OSError, ValueError):
-        btime.remember(json.loads(path.read_text()))
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a copied upper dir, read-only directories included."""
-    if not path.exists():
-        return
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, 0o700)
-    shutil.rmtree(path)
-
-
-def _swap(new: Path, current: Path) -> None:
-    old = current.with_name(current.name + ".old")
-    _rmtree(old)
-    if current.exists():
-        current.rename(old)
-    new.rename(current)
-    _rmtree(old)
-
-
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
-
-
-def _stderr(exc: Exception) -> str:
-    text = str(getattr(exc, "stderr", "") or exc).strip()
-    return text.splitlines()[-1] if text else repr(exc)
 
 
 def container_pid(sandbox: Path) -> int | None:

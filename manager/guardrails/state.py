@@ -101,6 +101,11 @@ def side_file(session_id: str) -> Path:
     return _dir() / f"{store.validate_id(session_id)}.json"
 
 
+def session_ids() -> set[str]:
+    """Sessions with a side file (the hook may write one before any session record)."""
+    return {p.stem for p in _dir().glob("*.json")} if _dir().is_dir() else set()
+
+
 def read(session_id: str) -> GuardState:
     """The state (a copy), empty when there is none yet."""
     state = read_side(session_id)

@@ -3,11 +3,19 @@
 ``workspace doctor`` lists them; ``workspace gc`` keeps them (what cannot be read
 cannot be known to be empty). A record in a newer format names the release that
 wrote it; a corrupt one names the file to inspect.
+
+The session's own records (``session.json``, ``claude.json``) are read here; the
+records other packages own (the commit journal, the guard-rail state) are passed
+in by the caller as :class:`Record` readers, so this module never reaches up a
+layer (``manager.commands.common.owned_records`` lists them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,18 +37,27 @@ class Unreadable:
                 "fix": self.fix}
 
 
-def check_session(session_id: str) -> list[Unreadable]:
-    """What of one session's state cannot be read (empty: all of it can)."""
-    from manager.commit import journal
-    from manager.guardrails import state as guardstate
+@dataclass(frozen=True)
+class Record:
+    """One kind of record a session may have, read the way its owner reads it."""
 
+    path: Callable[[str], Path]         # session id -> where the record is
+    read: Callable[[str], object]       # raises StateError when it cannot be read
+    # Ids with such a record where no session directory is (e.g. hook-only state).
+    sessions: Callable[[], set[str]] = set
+
+
+def check_session(session_id: str, owned: Sequence[Record] = ()) -> list[Unreadable]:
+    """What of one session's state cannot be read (empty: all of it can): its own records,
+    and those ``owned`` by other packages."""
     found = []
     directory = paths.sessions_dir() / session_id
     record = directory / store.RECORD
-    for path, read in ((record, lambda: record.exists() and store.load(session_id)),
-                       (directory / "claude.json", lambda: _claude(directory / "claude.json")),
-                       (journal.path_for(directory), lambda: journal.read(directory)),
-                       (guardstate.side_file(session_id), lambda: guardstate.read_side(session_id))):
+    readers: list[tuple[Path, Callable[[], object]]] = [
+        (record, lambda: record.exists() and store.load(session_id)),
+        (directory / "claude.json", lambda: _claude(directory / "claude.json"))]
+    readers += [(r.path(session_id), functools.partial(r.read, session_id)) for r in owned]
+    for path, read in readers:
         try:
             read()
         except StateError as exc:
@@ -64,18 +81,17 @@ def _describe(session_id: str, path: Path, exc: StateError) -> Unreadable:
     return Unreadable(session_id, str(path), exc.message, fix)
 
 
-def survey() -> list[Unreadable]:
-    """Every session (and hook-only guard-rail state) that cannot be read."""
+def survey(owned: Sequence[Record] = ()) -> list[Unreadable]:
+    """Every session (and record outside a session directory) that cannot be read."""
     found: list[Unreadable] = []
     root = paths.sessions_dir()
     ids = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
-    guard_dir = paths.state_home() / "guardrails"
-    if guard_dir.is_dir():
-        ids |= {p.stem for p in guard_dir.glob("*.json")}
+    for record in owned:
+        ids |= record.sessions()
     for session_id in sorted(ids):
         try:
             store.validate_id(session_id)
         except StateError:
             continue
-        found.extend(check_session(session_id))
+        found.extend(check_session(session_id, owned))
     return found

@@ -18,7 +18,9 @@ from manager.session.context import Context
 from manager.session.store import Session
 
 if TYPE_CHECKING:
-    from manager.engines.container import Labelled
+    from collections.abc import Sequence
+
+    from manager.engines.container_cli import Labelled
 
 
 def process_start(pid: int) -> int | None:
@@ -63,13 +65,15 @@ class GcReport:
     containers: list[dict[str, str]] = field(default_factory=list)
 
 
-def collect(dry_run: bool = False) -> GcReport:
+def collect(owned: Sequence[health.Record] = (), dry_run: bool = False) -> GcReport:
+    """Sweep stale sessions; ``owned``: the records other packages keep for a session, which
+    must be readable too (see :func:`manager.session.health.check_session`)."""
     report = GcReport()
     sessions, errors = store.list_sessions()
     report.errors.extend(str(e) for e in errors)
     stale: list[tuple[Session, Context]] = []
     for session in sessions:
-        unreadable = health.check_session(session.id)
+        unreadable = health.check_session(session.id, owned)
         if unreadable:   # what cannot be read cannot be known to be empty: kept
             report.errors.extend(f"{session.id}: kept, {u.problem} (fix: {u.fix})"
                                  for u in unreadable)
