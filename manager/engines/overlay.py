@@ -170,6 +170,7 @@ class OverlayEngine:
     def destroy(self, session: Session) -> None:
         self.release(session)
         if session.sandbox.exists():
+            hand_back(session.sandbox, skeleton=True)
             remove_tree(session.sandbox)
 
 
@@ -201,18 +202,20 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         raise EngineUnavailable(f"the overlay sandbox cannot be entered: {why}", hint=entry_fix(why))
 
 
-def hand_back(sandbox: Path) -> None:
+def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
     """With subordinate ids, the holder's own entries belong on disk to the namespace's
     root (a subordinate id): give them to the user, who commits, discards and removes them.
     A failure leaves them, and only their removal fails, with a clear error."""
     maps = overlay_ids.recorded(sandbox)
-    if maps is None or maps.mode != overlay_ids.SUBORDINATE or (sandbox / HANDED_BACK).exists():
+    if maps is None or maps.mode != overlay_ids.SUBORDINATE:
+        return
+    if (sandbox / HANDED_BACK).exists() and not skeleton:
         return
     full = overlay_ids.plan()
     if full.mode != overlay_ids.SUBORDINATE:
         return
     argv = [sys.executable, "-I", str(HOLDER_SCRIPT), "--hand-back", str(sandbox),
-            str(os.geteuid()), str(os.getegid())]
+            str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
     proc, line = _spawn(argv, sandbox, full)
     proc.wait()
     if line == "ready":

@@ -247,17 +247,18 @@ def _chown_like(path: Path, st: os.stat_result) -> None:
             os.chown(path, 0, 0)
 
 
-def hand_back(sandbox: Path, uid: int, gid: int) -> None:
-    """Give the machinery's own entries (scaffolding, work and skeleton directories) to the
-    user on disk, so that the user's commit, discard and removal can change them. Entries a
-    command made keep their owners: review shows them."""
+def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
+    """Give the machinery's own entries (scaffolding, work directories, whiteouts; with
+    ``skeleton``, for the sandbox's removal, the skeleton too: it is the next holder's lower
+    layer, root's inside) to the user on disk, so that the user's commit, discard and removal
+    can change them. Entries a command made keep their owners: review shows them."""
     upper = sandbox / "upperdir"
     try:
         scaffold = json.loads((sandbox / "scaffold.json").read_text())
     except (OSError, ValueError):
         scaffold = []
     mine = [upper, *(Path(str(upper) + p) for p in scaffold)]
-    for top in (sandbox / "workdir", sandbox / "skeleton"):
+    for top in (sandbox / "workdir", *([sandbox / "skeleton"] if skeleton else [])):
         for dirpath, dirnames, filenames in os.walk(top):
             mine.append(Path(dirpath))
             mine.extend(Path(dirpath, n) for n in (*dirnames, *filenames)
@@ -398,10 +399,10 @@ def enter_namespaces() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[0] == "--hand-back":   # SANDBOX UID GID, in a namespace mapped as the holder's
+    if argv[0] == "--hand-back":   # SANDBOX UID GID [skeleton], mapped as the holder's was
         try:
             enter_namespaces()
-            hand_back(Path(argv[1]), int(argv[2]), int(argv[3]))
+            hand_back(Path(argv[1]), int(argv[2]), int(argv[3]), argv[4:] == ["skeleton"])
         except Exception as exc:  # noqa: BLE001 - reported to the launcher
             print(f"error: {exc}", flush=True)
             return 1

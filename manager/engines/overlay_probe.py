@@ -96,7 +96,7 @@ def _stop(sandbox: Path) -> None:
     pid = overlay.holder_pid(sandbox)
     if pid is not None:
         overlay._kill(pid)
-    overlay.hand_back(sandbox)
+    overlay.hand_back(sandbox, skeleton=True)
     with contextlib.suppress(OSError):
         overlay.remove_tree(sandbox)
 

@@ -154,6 +154,14 @@ def test_discard_removes_what_the_namespaces_root_made(account: Account):
     account.ws("discard", "--yes", check=True)
     assert _status(account) == {}
     assert (account.project / "gone.txt").read_text() == "old\n"
+    # The session's end (gc of a client's session) destroys the sandbox, as the user.
+    sandbox = account.sandbox()
+    destroy = ("import sys, types; from pathlib import Path; "
+               "from manager.engines.overlay import OverlayEngine; "
+               "OverlayEngine(None).destroy(types.SimpleNamespace(sandbox=Path(sys.argv[1]), id='t'))")
+    proc = account.run([account.python, "-c", destroy, str(sandbox)])
+    assert proc.returncode == 0, proc.stderr
+    assert not sandbox.exists()
 
 
 def test_without_newuidmap_the_single_mapping_is_a_warning_not_a_failure(account: Account):
