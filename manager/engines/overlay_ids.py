@@ -17,6 +17,7 @@ Stdlib only: the holder (run with ``-I``) does not import this; the launcher doe
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pwd
@@ -65,9 +66,12 @@ def plan() -> IdMaps:
         if not _privileged(path):
             return single(f"{path} is neither setuid root nor has file capabilities")
         helpers[tool] = path
+    if not _unshare_sets_uid():
+        return single("unshare cannot --setuid, which a call needs to drop to your uid "
+                      "(util-linux >= 2.36)")
     names = _names(uid)
     sub_uids = subordinate(Path("/etc/subuid"), names)
-    sub_gids = subordinate(Path("/etc/subgid"), names | _group_names(gid))
+    sub_gids = subordinate(Path("/etc/subgid"), names)   # keyed by user, as newgidmap reads it
     if not sub_uids or not sub_gids:
         missing = "/etc/subuid" if not sub_uids else "/etc/subgid"
         return single(f"this user has no subordinate ids in {missing}")
@@ -78,6 +82,15 @@ def plan() -> IdMaps:
 def single(why: str) -> IdMaps:
     """The fallback: only the namespace's root, mapped to this user."""
     return IdMaps(SINGLE, [(0, os.geteuid(), 1)], [(0, os.getegid(), 1)], None, why)
+
+
+@functools.cache
+def _unshare_sets_uid() -> bool:
+    try:
+        proc = subprocess.run(["unshare", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--setuid" in proc.stdout
 
 
 def _privileged(path: str) -> bool:
@@ -96,15 +109,6 @@ def _names(uid: int) -> set[str]:
         return {str(uid), pwd.getpwuid(uid).pw_name}
     except KeyError:
         return {str(uid)}
-
-
-def _group_names(gid: int) -> set[str]:
-    import grp
-
-    try:
-        return {str(gid), grp.getgrgid(gid).gr_name}
-    except KeyError:
-        return {str(gid)}
 
 
 def subordinate(path: Path, names: set[str]) -> list[tuple[int, int]]:

@@ -185,3 +185,22 @@ def test_without_newuidmap_the_single_mapping_is_a_warning_not_a_failure(account
     found = checks.get("commands run as")
     assert found is not None and found["ok"], doctor.stdout
     assert ("newuidmap is not installed" in found["detail"]) == (account.uid != 0)
+
+
+def test_the_subordinate_layout_is_podmans_keep_id(tmp_path: Path):
+    """Inside 0.. from the subordinate ranges in order; the user's own id to itself."""
+    assert overlay_ids.keep_id(1001, [(100000, 65536)]) == \
+        [(0, 100000, 1001), (1001, 1001, 1), (1002, 101001, 64535)]
+    assert overlay_ids.keep_id(1001, [(100000, 500), (200000, 1000)]) == \
+        [(0, 100000, 500), (500, 200000, 501), (1001, 1001, 1), (1002, 200501, 499)]
+    # Fewer subordinate ids than the uid: the user's id still maps, above a gap.
+    assert overlay_ids.keep_id(70000, [(100000, 65536)]) == [(0, 100000, 65536), (70000, 70000, 1)]
+    # The user's own id inside its own range is never mapped twice.
+    assert overlay_ids.keep_id(100005, [(100000, 10)]) == \
+        [(0, 100000, 5), (5, 100006, 4), (100005, 100005, 1)]
+    subuid = tmp_path / "subuid"
+    subuid.write_text("other:300000:65536\nwstest:100000:65536\n1001:200000:10\nbad line\n")
+    assert overlay_ids.subordinate(subuid, {"wstest", "1001"}) == [(100000, 65536), (200000, 10)]
+    ranges = overlay_ids.keep_id(1001, [(100000, 65536)])
+    assert [overlay_ids.to_inside(ranges, n) for n in (100000, 101000, 1001, 101001, 5)] == \
+        [0, 1000, 1001, 1002, None]
