@@ -211,12 +211,9 @@ def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
         return
     if (sandbox / HANDED_BACK).exists() and not skeleton:
         return
-    full = overlay_ids.plan()
-    if full.mode != overlay_ids.SUBORDINATE:
-        return
     argv = [sys.executable, "-I", str(HOLDER_SCRIPT), "--hand-back", str(sandbox),
             str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
-    proc, line = _spawn(argv, sandbox, full)
+    proc, line = _spawn(argv, sandbox, maps)   # mapped as the holder was: its ids are mapped
     proc.wait()
     if line == "ready":
         (sandbox / HANDED_BACK).touch()
