@@ -30,7 +30,6 @@ from manager.session import paths
 
 PROJECT_FILE = paths.PROJECT_FILE
 env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
-TRUST_FILE = "trusted-projects.json"     # in the state directory: {file path: sha256}
 # Settings a project file sets only when trusted: each one can switch the sandbox off
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
 # try.path runs a program, image, upper dir), or open the network.
@@ -151,7 +150,7 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
 
 
 def trust_path() -> Path:
-    return paths.state_home() / TRUST_FILE
+    return Path(paths.trust_file())
 
 
 def _trust_record(strict: bool = False) -> dict[str, str]:
@@ -182,19 +181,28 @@ def file_hash(path: Path) -> str | None:
 
 def is_trusted(path: Path) -> bool:
     """The user trusted exactly this content of ``path``."""
-    digest = file_hash(path)
+    return is_trusted_digest(path, file_hash(path))
+
+
+def is_trusted_digest(path: Path, digest: str | None) -> bool:
+    """The user trusted ``path`` when its content (and what it names) hashed to ``digest``
+    (the project's devcontainer: its file and its Dockerfile)."""
     return digest is not None and _trust_record().get(str(path.absolute())) == digest
 
 
 def set_trust(path: Path, trusted: bool) -> str | None:
     """Record (or drop) the user's trust in the current content of ``path``; its hash."""
+    return record_trust(path, file_hash(path) if trusted else None)
+
+
+def record_trust(path: Path, digest: str | None) -> str | None:
+    """Record ``digest`` as the trusted content of ``path`` (None: drop it); the digest."""
     from manager import versioning
     from manager.fsutil import write_atomic
 
     record = _trust_record(strict=True)
-    digest = file_hash(path)
     key = str(path.absolute())
-    if trusted and digest is not None:
+    if digest is not None:
         record[key] = digest
     else:
         record.pop(key, None)
@@ -202,7 +210,7 @@ def set_trust(path: Path, trusted: bool) -> str | None:
     data = versioning.stamp("trust", {"files": record})
     write_atomic(trust_path(), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
                  mode=0o600)
-    return digest if trusted else None
+    return digest
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
+from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "bold": "1", "dim": "2"}
@@ -42,12 +45,31 @@ def dump_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
-def page(lines: list[str], enabled: bool = True) -> None:
-    """Print ``lines``; through a pager when they overflow a terminal, as git does."""
-    text = "\n".join(lines) + ("\n" if lines else "")
-    if not enabled or not sys.stdout.isatty() or _fits(len(lines)):
-        sys.stdout.write(text)
+def page(lines: Iterable[str], enabled: bool = True) -> None:
+    """Print ``lines``; through a pager when they overflow a terminal, as git does.
+
+    ``lines`` may be a generator: it is written as it comes (a 100,000-file diff is
+    never one string), after the first screenful decided whether a pager is needed."""
+    it = iter(lines)
+    if not enabled or not sys.stdout.isatty():
+        _write(sys.stdout, it)
         return
+    screen = _screen_lines()
+    head = list(itertools.islice(it, screen))
+    if len(head) < screen:
+        _write(sys.stdout, head)
+        return
+    _to_pager(itertools.chain(head, it))
+
+
+def _write(stream: Any, lines: Iterable[str]) -> None:
+    write = stream.write
+    for line in lines:
+        write(line + "\n")
+
+
+def _to_pager(lines: Iterator[str]) -> None:
+    import io
     import shlex
     import subprocess
 
@@ -57,21 +79,21 @@ def page(lines: list[str], enabled: bool = True) -> None:
     try:
         proc = subprocess.Popen(shlex.split(pager), stdin=subprocess.PIPE, env=env)
     except (OSError, ValueError):
-        sys.stdout.write(text)
+        _write(sys.stdout, lines)
         return
     assert proc.stdin is not None
     try:
-        proc.stdin.write(text.encode(errors="surrogateescape"))
-        proc.stdin.close()
+        with io.TextIOWrapper(proc.stdin, encoding="utf-8", errors="surrogateescape") as stdin:
+            _write(stdin, lines)
     except BrokenPipeError:
         pass
     proc.wait()
 
 
-def _fits(count: int) -> bool:
+def _screen_lines() -> int:
     import shutil
 
-    return count < shutil.get_terminal_size((80, 24)).lines
+    return shutil.get_terminal_size((80, 24)).lines
 
 
 def progress(verb: str) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import random
 import shutil
 
 from manager.changes.diff import render
@@ -86,3 +88,25 @@ def test_colour_only_when_asked(tree: Tree) -> None:
     write(tree.u("n"), "x\n")
     assert "\033[" not in diff(tree)
     assert "\033[32m+x\033[0m" in diff(tree, color=True)
+
+
+def test_lines_added_or_cut_at_the_end_diff_exactly_as_difflib(tree: Tree) -> None:
+    """The shortcut for a side that only grew (or was cut) at its end writes what
+    difflib's matcher would, repeated lines and hunk ranges included."""
+    rng = random.Random(12)
+    cases = [("one\n", "one\ntwo\n"), ("a\nb\na\nb\n", "a\nb\na\nb\na\nb\n"), ("x\n" * 9, "x\n" * 4)]
+    for _ in range(300):
+        base = [rng.choice("ab") for _ in range(rng.randint(1, 12))]
+        more = base + [rng.choice("abc") for _ in range(rng.randint(1, 5))]
+        pair = (more, base) if rng.random() < 0.5 else (base, more)
+        cases.append(tuple("".join(f"{line}\n" for line in side) for side in pair))
+    for i, (old, new) in enumerate(cases):
+        write(tree.r(f"f{i}.txt"), old)
+        write(tree.u(f"f{i}.txt"), new)
+    out = diff(tree) + "diff --git"      # each file's lines end where the next begins
+    for i, (old, new) in enumerate(cases):
+        label = f"f{i}.txt"
+        expected = difflib.unified_diff(old.splitlines(), new.splitlines(),
+                                        f"a/{label}", f"b/{label}", lineterm="")
+        block = "".join(f"{line}\n" for line in expected)
+        assert f"diff --git a/{label} b/{label}\n{block}diff --git" in out, (old, new)

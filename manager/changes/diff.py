@@ -11,16 +11,17 @@ import difflib
 import os
 import stat
 from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 MAX_BYTES = 4 << 20   # larger files are summarised, not diffed
 MAX_LINES = 2000      # per file, before the rest is elided
-SNIFF = 8000          # bytes checked for NUL, as git does
 
 _COLOURS = {"header": "\033[1m", "hunk": "\033[36m", "-": "\033[31m", "+": "\033[32m"}
 _RESET = "\033[0m"
@@ -50,12 +51,22 @@ def render(changes: Iterable[Change], project: Path, *, color: bool = False,
     return colourise(text) if color else text
 
 
+def stream(changes: Iterable[Change], project: Path, *, color: bool = False) -> Iterator[str]:
+    """The lines of :func:`render`'s text (as ``splitlines`` cuts them), one change at a
+    time: a diff of thousands of files is never held whole."""
+    for change in changes:
+        text = "".join(line if line.endswith("\n") else line + "\n"
+                       for line in diff_change(change, project))
+        yield from (colourise(text) if color else text).splitlines()
+
+
 def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
                 max_lines: int = MAX_LINES) -> list[str]:
     a_label, b_label = labels(change, project)
-    old = _side(change.path, a_label, max_bytes) if change.old_type else Side("/dev/null")
-    new = Side("/dev/null") if change.kind is Kind.DELETED else _side(change.upper, b_label,
-                                                                       max_bytes)
+    old = _side(change.real_path, a_label, max_bytes) if change.old_type \
+        else Side("/dev/null")
+    new = Side("/dev/null") if change.kind is Kind.DELETED \
+        else _side(change.upper_path, b_label, max_bytes)
     head = [f"diff --git {a_label} {b_label}", *_meta_lines(change)]
     if change.kind is not Kind.REPLACED:
         return head + _body(old, new, max_lines)
@@ -72,8 +83,8 @@ def _meta_lines(change: Change) -> list[str]:
     if change.kind is Kind.DELETED:
         return lines
     try:
-        old = meta.content_xattrs(str(change.path)) if change.old_type else {}
-        new = meta.content_xattrs(str(change.upper))
+        old = meta.content_xattrs(change.real_path) if change.old_type else {}
+        new = meta.content_xattrs(change.upper_path)
     except OSError as exc:
         return [*lines, f"extended attributes unreadable: {exc.strerror}"]
     for name in sorted(old.keys() | new.keys()):
@@ -93,12 +104,12 @@ def _shown(value: bytes) -> str:
 
 def labels(change: Change, project: Path) -> tuple[str, str]:
     if change.in_project:
-        rel = change.path.relative_to(project).as_posix()
+        rel = change.real_path[len(str(project)):].lstrip("/") or "."
         return f"a/{rel}", f"b/{rel}"
-    return str(change.path), str(change.path)
+    return change.real_path, change.real_path
 
 
-def _side(path: Path, label: str, max_bytes: int) -> Side:
+def _side(path: str, label: str, max_bytes: int) -> Side:
     try:
         st = os.lstat(path)
     except OSError:
@@ -107,13 +118,19 @@ def _side(path: Path, label: str, max_bytes: int) -> Side:
         return Side(label, st.st_mode, f"-> {os.readlink(path)}\n".encode(), st.st_size)
     if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
         return Side(label, st.st_mode, None, st.st_size)
-    return Side(label, st.st_mode, _read_nofollow(path), st.st_size)
+    return Side(label, st.st_mode, _read_nofollow(path, st.st_size), st.st_size)
 
 
-def _read_nofollow(path: Path) -> bytes:
+def _read_nofollow(path: str, size: int) -> bytes:
+    """The file's bytes (``size``: what lstat said, a hint; the file may have changed)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    try:
+        chunks = [os.read(fd, size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, max(size, 1 << 16)))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _body(old: Side, new: Side, max_lines: int) -> list[str]:
@@ -157,16 +174,50 @@ def _dir_summary(old: Side, new: Side) -> list[str]:
 
 
 def _binary(side: Side) -> bool:
-    return side.data is not None and b"\0" in side.data[:SNIFF]
+    return side.data is not None and looks_binary(side.data)
 
 
 def _text_diff(old: Side, new: Side, max_lines: int) -> list[str]:
     a = _text_lines(old.data)
     b = _text_lines(new.data)
-    out = list(difflib.unified_diff(a, b, old.label, new.label, lineterm=""))
+    out = _grown(a, b, old.label, new.label)
+    if out is None:
+        out = list(difflib.unified_diff(a, b, old.label, new.label, lineterm=""))
     if len(out) > max_lines:
         out = out[:max_lines] + [f"... {len(out) - max_lines} more diff lines not shown"]
     return out
+
+
+def _grown(a: list[str], b: list[str], a_label: str, b_label: str) -> list[str] | None:
+    """``difflib.unified_diff``'s lines when one side is the other plus lines at its end
+    (the commonest edit), without its matcher; None for any other case.
+
+    The same lines, by difflib's own rules: the longest matching block comes first, ties
+    going to the earliest in ``a`` then in ``b``, so the whole shorter side matches at
+    (0, 0); nothing is left to match after it. Below 200 lines in ``b`` difflib's
+    "popular line" heuristic (autojunk) is off, so it cannot change that.
+    """
+    short, grew = (a, True) if len(a) < len(b) else (b, False)
+    long_ = b if grew else a
+    if not short or len(b) >= 200 or len(short) == len(long_) or long_[:len(short)] != short:
+        return None
+    n = len(short)
+    start = max(0, n - 3)
+    old_end, new_end = (n, len(b)) if grew else (len(a), n)
+    out = [f"--- {a_label}", f"+++ {b_label}",
+           f"@@ -{_range(start, old_end)} +{_range(start, new_end)} @@"]
+    out.extend(" " + line for line in short[start:])
+    mark = "+" if grew else "-"
+    out.extend(mark + line for line in long_[n:])
+    return out
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range as difflib writes it (``_format_range_unified``)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
 
 
 def _text_lines(data: bytes | None) -> list[str]:

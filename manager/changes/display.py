@@ -15,7 +15,7 @@ def resolve_paths(raw: list[str]) -> list[Path]:
 
 
 def display_path(change: Change, project: Path) -> str:
-    text = str(change.path)
+    text = change.real_path
     if change.in_project:
         top = str(project)
         text = text[len(top):].lstrip("/") or "."

@@ -92,6 +92,8 @@ def _has_capabilities(path: str) -> bool:
 
 def type_name(mode: int) -> str | None:
     """A name for entries that are neither files, directories nor symlinks."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+        return None
     for test, name in ((stat.S_ISBLK, "block device"), (stat.S_ISCHR, "character device"),
                        (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
         if test(mode):

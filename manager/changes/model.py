@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 
 from manager.changes import meta
@@ -56,9 +56,11 @@ class Layer:
 
 @dataclass(frozen=True)
 class Change:
-    path: Path                  # the real, absolute path this change applies to
+    # Paths are held as strings and made Path objects on first use: review of
+    # 100,000 changes shows (and so needs Paths for) only a few of them.
+    real_path: str              # the real, absolute path this change applies to
     kind: Kind
-    upper: Path                 # the upper entry (a whiteout for DELETED)
+    upper_path: str             # the upper entry (a whiteout for DELETED)
     new_type: EntryType | None  # None for DELETED
     old_type: EntryType | None  # None for ADDED
     in_project: bool
@@ -71,9 +73,17 @@ class Change:
     # sandbox: another owner than the real entry's, or than yours for a new entry.
     owner: tuple[int, int] | None = None
 
+    @cached_property
+    def path(self) -> Path:
+        return Path(self.real_path)
+
+    @cached_property
+    def upper(self) -> Path:
+        return Path(self.upper_path)
+
     def as_json(self) -> dict[str, object]:
         return {
-            "path": str(self.path),
+            "path": self.real_path,
             "kind": self.kind.value,
             "type": (self.new_type or self.old_type or EntryType.OTHER).value,
             "old_type": self.old_type.value if self.old_type else None,
@@ -94,24 +104,24 @@ def entry_type(mode: int) -> EntryType:
     return EntryType.OTHER
 
 
-def is_within(path: Path, root: Path) -> bool:
+def is_within(path: Path | str, root: Path | str) -> bool:
     """``path`` is ``root`` or below it. String work: ``root in path.parents`` builds a
     Path per ancestor, which dominates review time at 100,000 changes."""
     text, top = str(path), str(root)
     return text == top or text.startswith(top if top.endswith("/") else top + "/")
 
 
-def is_whiteout(path: Path, st: os.stat_result) -> bool:
+def is_whiteout(path: Path | str, st: os.stat_result) -> bool:
     if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
         return True
     return stat.S_ISREG(st.st_mode) and st.st_size == 0 and _has_xattr(path, WHITEOUT_XATTRS)
 
 
-def is_opaque(path: Path) -> bool:
+def is_opaque(path: Path | str) -> bool:
     return _has_xattr(path, OPAQUE_XATTRS, value=b"y")
 
 
-def _has_xattr(path: Path, names: tuple[str, ...], value: bytes | None = None) -> bool:
+def _has_xattr(path: Path | str, names: tuple[str, ...], value: bytes | None = None) -> bool:
     for name in names:
         try:
             found = os.getxattr(path, name, follow_symlinks=False)
@@ -122,11 +132,25 @@ def _has_xattr(path: Path, names: tuple[str, ...], value: bytes | None = None) -
     return False
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+class _Walk:
+    """What stays the same during one layer's walk, and where its changes go (a list,
+    not generators: a change found 10 directories deep would pass through 20 of them)."""
+
+    __slots__ = ("layer", "project", "summarize", "found")
+
+    def __init__(self, layer: Layer, project: str, summarize: int | None,
+                 found: list[Change]) -> None:
+        self.layer = layer
+        self.project = project
+        self.summarize = summarize
+        self.found = found
 
 
 def read_changes(layers: list[Layer], project: Path,
@@ -140,23 +164,28 @@ def read_changes(layers: list[Layer], project: Path,
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            changes.extend(_walk(layer, layer.upper, layer.target, project, False, summarize))
-    changes.sort(key=lambda c: c.path.parts)
+            walk = _Walk(layer, str(project), summarize, changes)
+            _walk(walk, str(layer.upper), str(layer.target), False)
+    # Path order (by components): "/" sorts before any character a name can hold.
+    changes.sort(key=lambda c: c.real_path.replace("/", "\0"))
     return changes
 
 
-def _walk(layer: Layer, upper_dir: Path, real_dir: Path, project: Path,
-          parent_new: bool, summarize: int | None) -> Iterator[Change]:
+def _child(directory: str, name: str) -> str:
+    return directory + name if directory.endswith("/") else directory + "/" + name
+
+
+def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
     try:
-        names = sorted(os.listdir(upper_dir))
+        with os.scandir(upper_dir) as found:
+            entries = sorted(found, key=lambda e: e.name)
     except OSError:
         return
-    for name in names:
-        yield from _entry(layer, upper_dir / name, real_dir / name, project, parent_new,
-                          summarize)
+    for entry in entries:
+        _entry(walk, entry, _child(real_dir, entry.name), parent_new)
 
 
-def count_files(top: Path) -> int:
+def count_files(top: Path | str) -> int:
     """Entries below ``top`` that are not directories (whiteouts excepted)."""
     count = 0
     stack = [os.fspath(top)]
@@ -166,7 +195,7 @@ def count_files(top: Path) -> int:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
-                    elif _counts(entry):
+                    elif entry.is_file(follow_symlinks=False) or _counts(entry):
                         count += 1
         except OSError:
             continue
@@ -174,54 +203,38 @@ def count_files(top: Path) -> int:
 
 
 def _counts(entry: os.DirEntry[str]) -> bool:
-    if entry.is_file(follow_symlinks=False) or entry.is_symlink():
+    if entry.is_symlink():
         return True
-    return not is_whiteout(Path(entry.path), entry.stat(follow_symlinks=False))
+    return not is_whiteout(entry.path, entry.stat(follow_symlinks=False))
 
 
-def _entry(layer: Layer, upper: Path, real: Path, project: Path,
-           parent_new: bool, summarize: int | None) -> Iterator[Change]:
-    ust = os.lstat(upper)
+def _entry(walk: _Walk, entry: os.DirEntry[str], real: str, parent_new: bool) -> None:
+    upper = entry.path
+    ust = entry.stat(follow_symlinks=False)
     # Below an added or opaque directory the real tree is hidden: everything is new.
     rst = None if parent_new else _lstat(real)
-    in_project = is_within(real, project)
+    in_project = is_within(real, walk.project)
     old_type = entry_type(rst.st_mode) if rst else None
 
     if is_whiteout(upper, ust):
         if rst is not None:
-            yield Change(real, Kind.DELETED, upper, None, old_type, in_project)
+            walk.found.append(Change(real, Kind.DELETED, upper, None, old_type, in_project))
         return
 
     new_type = entry_type(ust.st_mode)
     if new_type is EntryType.DIR:
-        opaque = is_opaque(upper)
-        kind = _dir_kind(ust, rst, opaque)
-        owner = _owner(layer, ust, rst)
-        if kind is None and owner is not None:
-            kind = Kind.MODE
-        if kind is None and rst is not None and _xattrs_differ(upper, real):
-            kind = Kind.XATTRS
-        hidden = rst is None or opaque or old_type is not EntryType.DIR
-        below = count_files(upper) if summarize is not None and hidden else None
-        if below is not None and below > (summarize or 0) and kind is not None:
-            yield Change(real, kind, upper, new_type, old_type, in_project, opaque=opaque,
-                         below=below, owner=owner)
-            return
-        if kind is not None and not (str(real) in layer.scaffold and not opaque):
-            yield Change(real, kind, upper, new_type, old_type, in_project, opaque=opaque,
-                         owner=owner)
-        yield from _walk(layer, upper, real, project, hidden, summarize)
+        _dir_entry(walk, upper, ust, real, rst, in_project)
         return
 
     kind = _leaf_kind(upper, ust, real, rst)
     if kind is None and rst is not None and _xattrs_differ(upper, real):
         kind = Kind.XATTRS
-    owner = _owner(layer, ust, rst)
+    owner = _owner(walk.layer, ust, rst)
     if kind is None and owner is not None and not stat.S_ISLNK(ust.st_mode):
         kind = Kind.MODE
     if kind is not None:
-        yield Change(real, kind, upper, new_type, old_type, in_project,
-                     special=meta.special(str(upper), ust), owner=owner)
+        walk.found.append(Change(real, kind, upper, new_type, old_type, in_project,
+                                 special=meta.special(upper, ust), owner=owner))
 
 
 _OWN = (os.geteuid(), os.getegid())
@@ -237,9 +250,32 @@ def _owner(layer: Layer, ust: os.stat_result, rst: os.stat_result | None) -> tup
     return None if inside == expected else inside
 
 
-def _xattrs_differ(upper: Path, real: Path) -> bool:
+def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
+               rst: os.stat_result | None, in_project: bool) -> None:
+    old_type = entry_type(rst.st_mode) if rst else None
+    opaque = is_opaque(upper)
+    kind = _dir_kind(ust, rst, opaque)
+    owner = _owner(walk.layer, ust, rst)
+    if kind is None and owner is not None:
+        kind = Kind.MODE
+    if kind is None and rst is not None and _xattrs_differ(upper, real):
+        kind = Kind.XATTRS
+    hidden = rst is None or opaque or old_type is not EntryType.DIR
+    summarize = walk.summarize
+    below = count_files(upper) if summarize is not None and hidden else None
+    if below is not None and below > (summarize or 0) and kind is not None:
+        walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
+                                 opaque=opaque, below=below, owner=owner))
+        return
+    if kind is not None and not (real in walk.layer.scaffold and not opaque):
+        walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
+                                 opaque=opaque, owner=owner))
+    _walk(walk, upper, real, hidden)
+
+
+def _xattrs_differ(upper: str, real: str) -> bool:
     try:
-        return meta.content_xattrs(str(upper)) != meta.content_xattrs(str(real))
+        return meta.content_xattrs(upper) != meta.content_xattrs(real)
     except OSError:
         return False  # unreadable attributes (a permission): content decides
 
@@ -254,7 +290,7 @@ def _dir_kind(ust: os.stat_result, rst: os.stat_result | None, opaque: bool) -> 
     return None
 
 
-def _leaf_kind(upper: Path, ust: os.stat_result, real: Path,
+def _leaf_kind(upper: str, ust: os.stat_result, real: str,
                rst: os.stat_result | None) -> Kind | None:
     if rst is None:
         return Kind.ADDED
@@ -267,7 +303,8 @@ def _leaf_kind(upper: Path, ust: os.stat_result, real: Path,
     return None
 
 
-def same_content(a: Path, ast: os.stat_result, b: Path, bst: os.stat_result) -> bool:
+def same_content(a: Path | str, ast: os.stat_result, b: Path | str,
+                 bst: os.stat_result) -> bool:
     if stat.S_ISLNK(ast.st_mode):
         return os.readlink(a) == os.readlink(b)
     if not stat.S_ISREG(ast.st_mode):
@@ -297,4 +334,4 @@ def select(changes: list[Change], paths: list[Path]) -> list[Change]:
     """The changes at or below any of ``paths`` (absolute)."""
     if not paths:
         return list(changes)
-    return [c for c in changes if any(is_within(c.path, p) for p in paths)]
+    return [c for c in changes if any(is_within(c.real_path, p) for p in paths)]

@@ -23,14 +23,9 @@ if TYPE_CHECKING:
 KEYS = ("passthrough", "plugin.allow_model_bypass")
 
 
-def _trust_file() -> str:
-    """The record of trusted project files (it decides what the project file may set)."""
-    return os.path.join(paths.state_root(), "trusted-projects.json")
-
-
 def stamp(project: str) -> list[Any]:
     marks: list[Any] = []
-    for path in paths.config_files(project) + [_trust_file()]:
+    for path in paths.config_files(project) + [paths.trust_file()]:
         try:
             st = os.stat(path)
             marks.append([path, st.st_mtime_ns, st.st_size])

@@ -54,10 +54,23 @@ def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
     return all(_part_passes(part, allowed) for part in script.parts)
 
 
+# What a command running git gets in the sandbox (shell words, expanded by the client's
+# shell). GIT_OPTIONAL_LOCKS=0: `git status` does not refresh .git/index (writes take
+# their locks anyway). core.checkStat=minimal: `git diff` refreshes the index whatever
+# that variable says, and from an ordinary account every file looks stat-dirty in the
+# sandbox (the user namespace shows the user's files as root's, and git compares
+# owners), so it would copy a rewritten .git/index into the sandbox on each call; with
+# only mtime and size compared, files the sandbox did not touch look as they did. Put
+# before any `git -c` the command gives, which git appends (and so wins).
+GIT_ENV = ("GIT_OPTIONAL_LOCKS=0",
+           "GIT_CONFIG_PARAMETERS=\"'core.checkstat=minimal'"
+           "${GIT_CONFIG_PARAMETERS:+ $GIT_CONFIG_PARAMETERS}\"")
+
+
 def runs_git(script: shell.Script) -> bool:
-    """A part of the command line runs git: it runs in the sandbox without optional
-    locks (GIT_OPTIONAL_LOCKS=0), so a read-only `git status` or `git diff` does not
-    copy .git/index into the sandbox by refreshing it; writes take their locks anyway."""
+    """A part of the command line runs git: it runs in the sandbox with :data:`GIT_ENV`,
+    so a read-only `git status` or `git diff` does not copy .git/index into the sandbox
+    by refreshing it."""
     return any(p.argv[:1] == ["git"] for p in script.parts)
 
 

@@ -113,7 +113,7 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
     verdict = permissions.judge(command, script, mode, permissions.load_rules(project))
     if verdict.decision == "deny":
         return protocol.deny(f"workspace: {verdict.reason}")
-    env = ("GIT_OPTIONAL_LOCKS=0",) if passthrough.runs_git(script) else ()
+    env = passthrough.GIT_ENV if passthrough.runs_git(script) else ()
     new = _rewritten(payload, tool_input, session_id, hot, call_id, command, env)
     state.record_call(session_id, call_id, new)
     reason = ask_reason(command, verdict.reason) if verdict.decision == "ask" else verdict.reason

@@ -6,12 +6,12 @@ import argparse
 
 from manager import ui
 from manager.commands.common import json_arg
+from manager.commands.common import said_guard_rails_off
 from manager.commands.common import session_args
 from manager.guardrails import actions
 from manager.guardrails.budget import Report
 from manager.guardrails.budget import format_count
 from manager.guardrails.target import for_cli
-from manager.guardrails.target import not_in_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,11 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def show(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
-    if target.shadow is None:
-        if args.json:
-            ui.dump_json({"session": target.session_id, "enabled": False})
-        else:
-            ui.out(not_in_git(target))
+    if said_guard_rails_off(target, args.json):
         return 0
     report = actions.measure(target)
     if args.json:

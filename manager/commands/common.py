@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from manager.guardrails.target import Target
     from manager.session.health import Record
 
 
@@ -21,6 +22,21 @@ def json_arg(parser: argparse.ArgumentParser) -> None:
 def pager_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-pager", action="store_true",
                         help="never page long output (default: a pager on a terminal, as git)")
+
+
+def said_guard_rails_off(target: Target, as_json: bool) -> bool:
+    """Outside git the diff budget and checkpoints are off: say so (in JSON with --json)
+    and return True; else say nothing and return False."""
+    if target.shadow is not None:
+        return False
+    from manager import ui
+    from manager.guardrails.target import not_in_git
+
+    if as_json:
+        ui.dump_json({"session": target.session_id, "enabled": False})
+    else:
+        ui.out(not_in_git(target))
+    return True
 
 
 def owned_records() -> list[Record]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+from collections.abc import Iterable
 
 from manager import ui
 from manager.changes.display import resolve_paths
@@ -40,12 +42,13 @@ def show(args: argparse.Namespace) -> int:
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
     changes, notes = diff_view.reviewed(groups, git, expand=expand)
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())
+    lines: Iterable[str]
     if args.stat:
         lines = diff_view.stat_lines(changes, project)
     elif args.name_only:
         lines = diff_view.name_lines(changes, project)
     else:
         lines = diff_view.full(changes, project, colour)
-    lines += [ui.paint(f"# {note}", "dim", colour) for note in notes]
-    ui.page(lines, enabled=not args.no_pager)
+    notes_shown = [ui.paint(f"# {note}", "dim", colour) for note in notes]
+    ui.page(itertools.chain(lines, notes_shown), enabled=not args.no_pager)
     return 0

@@ -9,10 +9,11 @@ from pathlib import Path
 from manager import ui
 from manager.commands.common import json_arg
 from manager.engines import container_probe
+from manager.engines import registry
 from manager.errors import WorkspaceError
 from manager.session.context import Context
 
-ENGINES = ("docker", "podman")
+ENGINES = tuple(sorted(registry.CONTAINER_ENGINES))
 # The image definition is package data: an installed copy builds the image as a checkout does.
 IMAGES_DIR = Path(__file__).resolve().parents[1] / "images"
 

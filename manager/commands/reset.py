@@ -6,10 +6,10 @@ import argparse
 
 from manager import ui
 from manager.commands.common import json_arg
+from manager.commands.common import said_guard_rails_off
 from manager.commands.common import session_args
 from manager.guardrails import actions
 from manager.guardrails.target import for_cli
-from manager.guardrails.target import not_in_git
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,11 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def reset(args: argparse.Namespace) -> int:
     target = for_cli(args.session, args.project)
-    if target.shadow is None:
-        if args.json:
-            ui.dump_json({"session": target.session_id, "enabled": False})
-        else:
-            ui.out(not_in_git(target))
+    if said_guard_rails_off(target, args.json):
         return 0
     state = actions.reset(target)
     if args.json:

@@ -124,20 +124,13 @@ def _base(git_dir: Path, upper_git: Path, change: RefChange) -> str | None:
     reflog line the sandbox appended (its log is the real log as copied, plus its own)."""
     if change.old is None:
         return None
-    upper_log = _log_lines(upper_git / "logs" / change.ref)
-    real_log = _log_lines(git_dir / "logs" / change.ref)
+    upper_log = gitview.reflog(upper_git, change.ref)
+    real_log = gitview.reflog(git_dir, change.ref)
     shared = 0
     while shared < min(len(upper_log), len(real_log)) and upper_log[shared] == real_log[shared]:
         shared += 1
     added = upper_log[shared:]
     return added[0].split(b" ", 1)[0].decode() if added else None
-
-
-def _log_lines(path: Path) -> list[bytes]:
-    try:
-        return path.read_bytes().splitlines()
-    except OSError:
-        return []
 
 
 def _needs_divert(plan: RefPlan, real_now: str | None) -> bool:
@@ -242,9 +235,8 @@ def _copy_objects(history: History) -> None:
 
 def _stash_entries(history: History) -> list[str]:
     """Stash commits the sandbox added, oldest first (from its stash reflog)."""
-    upper = _log_lines(history.upper_git / "logs" / "refs" / "stash")
-    real = _log_lines(history.repo.git_dir / "logs" / "refs" / "stash")
-    return [line.split(b" ", 2)[1].decode() for line in upper[len(real):] if line.count(b" ") >= 2]
+    added = gitview.stash_appended(history.repo.git_dir, history.upper_git)
+    return [line.split(b" ", 2)[1].decode() for line in added if line.count(b" ") >= 2]
 
 
 def _apply_ref(git: Git, plan: RefPlan, history: History, result: HistoryResult) -> None:
@@ -271,10 +263,8 @@ def _apply_ref(git: Git, plan: RefPlan, history: History, result: HistoryResult)
 
 
 def _apply_stash(git: Git, history: History) -> int:
-    upper = _log_lines(history.upper_git / "logs" / "refs" / "stash")
-    real = _log_lines(history.repo.git_dir / "logs" / "refs" / "stash")
     count = 0
-    for line in upper[len(real):]:
+    for line in gitview.stash_appended(history.repo.git_dir, history.upper_git):
         head, _, message = line.partition(b"\t")
         fields = head.split(b" ")
         if len(fields) >= 2:

@@ -5,7 +5,10 @@ directory (``sandbox/upper``) persists on the host, so paths and the working
 directory match the host and the shared change model reads the changes. Docker
 mounts the overlay through its local volume driver, podman through ``:O,upperdir=``;
 either way the engine mounts it on the host, so the container needs no
-``CAP_SYS_ADMIN``. Volume mode keeps the overlay inside the engine instead (see
+``CAP_SYS_ADMIN``. ``$HOME`` and ``/tmp`` are overlaid the same way, and the host's CA
+bundle is mounted read-only (:mod:`manager.engines.container_view`); the image is
+``container.image`` or the project's devcontainer (:mod:`manager.engines.container_image`).
+Volume mode keeps the overlay inside the engine instead (see
 :mod:`manager.engines.container_upper`). Each call is an ``exec`` through
 ``container_enter.sh`` (no Python on that path). Every other command goes through
 the engine's CLI client (:mod:`manager.engines.container_cli`), whose typed errors
@@ -83,8 +86,11 @@ class ContainerEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
+        from manager.engines import container_view
+
         container_upper.remember_births(session)
-        return [Layer(upper=session.sandbox / "upper", target=session.project_path)]
+        return [Layer(upper=session.sandbox / "upper", target=session.project_path),
+                *container_view.layers(session)]
 
     def container_name(self, session: Session) -> str:
         return resource_name(session.id)
@@ -109,7 +115,7 @@ class ContainerEngine:
         volume = container_upper.upper_mode(self, session) == "volume"
         with self._engine_errors(session):
             self.client.remove(name)   # left from before (stopped, or its daemon restarted)
-            self._require_image()
+            image = self._image(session)
             for sub in ("upper", "work", "calls"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             labels = self.labels(session)
@@ -118,7 +124,8 @@ class ContainerEngine:
                 container_upper.forget_births(session)
             options = container_upper.volume_options(session) if volume else \
                 self.mount_options(*container_upper.mount_paths(session))
-            started = self.client.start(self.config["container.image"], name, labels,
+            options = self._view(session, options, volume)
+            started = self.client.start(image, name, labels,
                                         {**options, **self.identity(), **self.limits()})
             self._require_limits(started)
             if volume:
@@ -161,17 +168,35 @@ class ContainerEngine:
         # Volume mode's volume: its session is gone, so nothing can read it any more.
         self.client.remove_volume_quietly(resource_name(found.session))
 
-    def _require_image(self) -> None:
-        image = self.config["container.image"]
+    def _image(self, session: Session) -> str:
+        """``container.image``, else the project's trusted devcontainer (built once)."""
+        from manager.engines import container_image
+
+        image, spec = container_image.choose(self.config, session.project_path)
+        container_image.ensure(self.client.path(), image, spec,
+                               bool(self.config["container.network"]))
         if not self.client.image_exists(image):
             raise EngineUnavailable(
                 f"the sandbox image {image} is not in {self.cli}",
-                hint=f"build it with `workspace image build --engine {self.cli}`")
+                hint=f"build it with `workspace image build --engine {self.cli}`"
+                     if image == self.config["container.image"] else
+                     f"`{self.cli} pull {image}` (workspace never pulls), or set container.image")
+        return image
+
+    def _view(self, session: Session, options: dict[str, Any], volume: bool) -> dict[str, Any]:
+        """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths."""
+        from manager.engines import container_view
+
+        if volume:   # the project alone
+            container_view.write_visible(session, [])
+            return options
+        return container_view.add_view(self, session, options, str(session.sandbox / "calls"))
 
     def _make_home(self, name: str, session: Session) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
-        It lives in the container and is discarded with it: only the project is reviewable.
+        Usually overlaid already (container_view); where not (volume mode, rootless podman,
+        $HOME in the project) it lives in the container and is discarded with it.
         """
         home = os.environ.get("HOME", "")
         project = session.project_path
@@ -190,7 +215,10 @@ class ContainerEngine:
         return {}
 
     def clear_work(self, session: Session) -> None:
-        self.clear_work_dir(session.sandbox / "work")
+        from manager.engines import container_view
+
+        for work in [session.sandbox / "work", *container_view.work_dirs(session)]:
+            self.clear_work_dir(work)
 
     def clear_work_dir(self, work: Path) -> None:
         """Leave an overlay's work dir removable by the caller once its container is gone.

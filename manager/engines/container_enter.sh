@@ -49,6 +49,21 @@ fi
 # Environment: the caller's, minus what describes the host (paths that do not
 # exist in the container, agent sockets, engine control) and credentials. `-e
 # NAME` makes the client copy the value, so no value shows on a command line.
+# A value made of absolute paths passes only when each is shown inside as on the
+# host: the image's system directories, or a path listed in $S/visible (the
+# project, $HOME, /tmp, CA files); PIP_FIND_LINKS=/opt/wheels would name nothing.
+visible=()
+[[ -r $S/visible ]] && mapfile -t visible <"$S/visible"
+shown() {
+    local - p v IFS=:
+    set -f
+    [[ ${#visible[@]} == 0 ]] && return 0   # no list (volume mode): not filtered
+    for p in $1; do
+        case $p in /usr|/usr/*|/bin|/bin/*|/sbin|/sbin/*|/lib|/lib/*|/lib64/*|/etc|/etc/*|/dev/*|/proc/*) continue ;; esac
+        for v in "${visible[@]}"; do [[ $p == "$v" || $p == "$v"/* ]] && continue 2; done
+        return 1
+    done
+}
 envs=()
 for name in $(compgen -e); do
     case $name in
@@ -60,6 +75,8 @@ for name in $(compgen -e); do
         # Only locales every image has: others make bash warn on every call.
         LANG|LANGUAGE|LC_*) case ${!name} in C|C.*|POSIX|"") ;; *) continue ;; esac ;;
     esac
+    # HOME always: made inside where it is not overlaid.
+    [[ $name != HOME && ${!name} == /* ]] && ! shown "${!name}" && continue
     envs+=(-e "$name")
 done
 

@@ -226,6 +226,7 @@ def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
 
 def _remove_probe(engine: ContainerEngine, root: Path) -> None:
     """The probe's container (labelled with its state dir) and work dirs, then the dir."""
+    from manager.engines.container_view import WORKS
     from manager.errors import WorkspaceError
 
     state = root / "state" / "workspace"
@@ -237,8 +238,10 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
             _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
         _call([engine.cli, "volume", "rm", resource_name(session.name)], timeout=30)
-        with contextlib.suppress(WorkspaceError):
-            engine.clear_work_dir(session / "sandbox" / "work")
+        sandbox = session / "sandbox"   # the project's work dir, and $HOME's and /tmp's
+        for work in [sandbox / "work", *sorted(sandbox.glob(f"{WORKS}/*"))]:
+            with contextlib.suppress(WorkspaceError):
+                engine.clear_work_dir(work)
     shutil.rmtree(root, ignore_errors=True)
 
 

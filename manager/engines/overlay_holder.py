@@ -63,6 +63,11 @@ def _mount(*args: str) -> str | None:
 
 
 SKELETON_FILE_LIMIT = 1 << 20
+# overlayfs cannot pass connect() through to a socket of its lower layer (ECONNREFUSED):
+# sockets in the directories daemons use are bound over their overlay copies.
+SOCKET_ROOTS = ("/run", "/tmp", "/var/tmp")
+SOCKET_DEPTH = 2             # /tmp/.X11-unix/X0, /run/postgresql/.s.PGSQL.5432
+SOCKET_SCAN_LIMIT = 10_000   # entries looked at per directory overlaid
 
 
 class Builder:
@@ -86,6 +91,7 @@ class Builder:
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
+        self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
 
     def build(self, project: str = "") -> None:
         for d in (self.upper, self.work, self.root, self.skeleton):
@@ -156,6 +162,12 @@ class Builder:
             copy.mkdir(exist_ok=True)
             os.chmod(copy, os.stat(real).st_mode & 0o7777)
             return True
+        if self.stale_socket(real):
+            # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
+            # is a mount point: EBUSY).
+            copy.unlink(missing_ok=True)
+            os.mknod(copy, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            return False
         if not (os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT
                 and _copy(real, copy)):
             # Sockets, fifos, devices and large files: bound over a placeholder
@@ -164,9 +176,21 @@ class Builder:
             self.binds.append(real)
         return False
 
+    def stale_socket(self, real: str) -> bool:
+        try:
+            if not stat.S_ISSOCK(os.lstat(real).st_mode):
+                return False
+        except OSError:
+            return False  # gone: bind_files skips it
+        if self.live is None:
+            self.live = listening_sockets()
+        return os.path.realpath(real) not in self.live
+
     def bind_files(self) -> None:
         for real in self.binds:
             target = str(self.at(self.root, real))
+            if not os.path.lexists(real):
+                continue  # gone since the skeleton or the socket scan saw it
             error = _mount("--bind", real, target)
             if error is None and os.path.isfile(real):
                 error = _mount("-o", "remount,bind,ro", target)
@@ -184,6 +208,8 @@ class Builder:
             error = self.overlay(path, lower=path)
             if error:
                 self.readonly_bind(path, error)
+            elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
+                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p))
 
     def overlay(self, point: str, lower: str) -> str | None:
         if any(c in p for p in (point, lower) for c in ",:"):
@@ -213,6 +239,12 @@ class Builder:
         os.chmod(self.upper, os.stat("/").st_mode & 0o7777)
         _chown_like(self.upper, os.stat("/"))
         return current
+
+    def socket_dirs(self) -> list[str]:
+        """Where a daemon that starts later would make its socket: the roots, and the
+        directories of the sockets bound now."""
+        bound = [os.path.dirname(p) for p in self.binds if _is_socket(p)]
+        return sorted({*(r for r in SOCKET_ROOTS if os.path.isdir(r)), *bound})
 
     def bind(self, point: str) -> None:
         error = _mount("--rbind", point, str(self.at(self.root, point)))
@@ -273,6 +305,56 @@ def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
                 st = os.lstat(entry)
                 if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
                     os.lchown(entry, uid, gid)
+
+
+def listening_sockets() -> frozenset[str]:
+    """The paths unix sockets listen on (this network namespace), symlinks resolved."""
+    paths = set()
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split(maxsplit=7)
+                # Flags 00010000: accepting connections; a path, not an abstract name.
+                if len(fields) == 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/"):
+                    paths.add(os.path.realpath(fields[7].rstrip("\n")))
+    except (OSError, ValueError):
+        pass
+    return frozenset(paths)
+
+
+def sockets_below(directory: str) -> list[str]:
+    """Sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look).
+
+    The caller binds only live ones: a bound socket is a mount point inside, which `rm`
+    refuses (EBUSY), and removing a stale socket before binding a new one is common.
+    """
+    found: list[str] = []
+    level, budget = [directory], SOCKET_SCAN_LIMIT
+    for _ in range(SOCKET_DEPTH):
+        below: list[str] = []
+        for parent in level:
+            try:
+                entries = list(os.scandir(parent))[:max(budget, 0)]
+            except OSError:
+                continue
+            budget -= len(entries)
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(entry.path)
+                    elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()) \
+                            and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)  # d_type told it is neither: one lstat
+        level = below
+    return found
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _foreign_on_the_way(directory: str) -> bool:
@@ -419,6 +501,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     watch = _watch(project, builder.log)
+    if watch is not None:
+        watch.add_socket_dirs(builder.socket_dirs())
     (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
     _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)

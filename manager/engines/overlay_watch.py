@@ -11,8 +11,10 @@ up here. In-place writes need no watch: the overlay reads the same inode.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import stat
 import struct
 
 IN_NONBLOCK = 0o4000
@@ -24,6 +26,7 @@ IN_MOVED_TO = 0x80
 IN_DELETE_SELF = 0x400
 IN_MOVE_SELF = 0x800
 IN_ONLYDIR = 0x01000000
+IN_MASK_ADD = 0x20000000
 IN_ISDIR = 0x40000000
 IN_Q_OVERFLOW = 0x4000
 NAMESPACE_CHANGES = (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
@@ -48,6 +51,8 @@ class Watch:
         self.limit = limit
         self.count = 0
         self.complete = True
+        self.tree: set[int] = set()               # watch descriptors of the tree
+        self.socket_dirs: dict[int, int] = {}     # ... of socket directories -> their fd
 
     def add_tree(self) -> None:
         """Watch the root and the directories below it (the holder retires on the first
@@ -67,24 +72,54 @@ class Watch:
         if wd < 0:  # e.g. ENOSPC: fs.inotify.max_user_watches reached
             self.complete = False
             return False
+        self.tree.add(wd)
         self.count += 1
         return True
 
+    def add_socket_dirs(self, paths: list[str]) -> None:
+        """Also watch these directories (one level) for a socket made or replaced in them.
+
+        The holder binds the sockets daemons listen on (overlayfs cannot pass connect()
+        through); a daemon that starts or restarts later makes a new socket, which only a
+        new holder binds. Other changes there do not count.
+        """
+        for path in paths:
+            wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path),
+                                             IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD)
+            if wd >= 0 and wd not in self.tree:   # in the tree, every change counts already
+                # Held open: the holder looks from inside its chroot, where the overlay may
+                # remember that the name did not exist.
+                with contextlib.suppress(OSError):
+                    self.socket_dirs[wd] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
     def drain(self) -> bool:
-        """Read pending events; True when names in the tree changed."""
+        """Read pending events; True when names in the tree changed, or a socket appeared."""
         changed = False
         while True:
             try:
                 data = os.read(self.fd, 65536)
             except BlockingIOError:
                 return changed
-            changed = changed or any(m & (NAMESPACE_CHANGES | IN_Q_OVERFLOW) for m in _masks(data))
+            changed = any([changed, *(self._counts(*event) for event in _events(data))])
+
+    def _counts(self, wd: int, mask: int, name: bytes) -> bool:
+        if mask & IN_Q_OVERFLOW:
+            return True
+        directory = self.socket_dirs.get(wd)
+        if directory is None:
+            return bool(mask & NAMESPACE_CHANGES)
+        try:
+            return stat.S_ISSOCK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
 
 
-def _masks(data: bytes) -> list[int]:
-    masks, offset = [], 0
+def _events(data: bytes) -> list[tuple[int, int, bytes]]:
+    """(watch descriptor, mask, name) of each event."""
+    events, offset = [], 0
     while offset + EVENT.size <= len(data):
-        _wd, mask, _cookie, length = EVENT.unpack_from(data, offset)
-        masks.append(mask)
+        wd, mask, _cookie, length = EVENT.unpack_from(data, offset)
+        name = data[offset + EVENT.size:offset + EVENT.size + length].rstrip(b"\0")
+        events.append((wd, mask, name))
         offset += EVENT.size + length
-    return masks
+    return events

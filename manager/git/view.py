@@ -81,7 +81,7 @@ def read(project: Path, git_changes: list[Change], worktree_changes: list[Change
     view = GitView()
     git_dir = project / ".git"
     gitmodules = project / ".gitmodules"
-    view.flagged.extend(c for c in worktree_changes if c.path == gitmodules)
+    view.flagged.extend(c for c in worktree_changes if c.real_path == str(gitmodules))
     if not git_changes:
         return view
     for change in git_changes:
@@ -251,11 +251,18 @@ def _stash_added(git_dir: Path, upper_git: Path) -> int:
     upper_log = upper_git / "logs" / "refs" / "stash"
     if not upper_log.is_file() or _is_whiteout(upper_log):
         return 0
-    return max(0, _count_lines(upper_log) - _count_lines(git_dir / "logs" / "refs" / "stash"))
+    return len(stash_appended(git_dir, upper_git))
 
 
-def _count_lines(path: Path) -> int:
+def reflog(git_dir: Path, ref: str) -> list[bytes]:
+    """A ref's reflog, a line an entry (none when it has no log)."""
     try:
-        return len(path.read_bytes().splitlines())
+        return (git_dir / "logs" / ref).read_bytes().splitlines()
     except OSError:
-        return 0
+        return []
+
+
+def stash_appended(git_dir: Path, upper_git: Path) -> list[bytes]:
+    """Stash entries the sandbox added, oldest first: its log is the real one as copied,
+    plus its own."""
+    return reflog(upper_git, "refs/stash")[len(reflog(git_dir, "refs/stash")):]

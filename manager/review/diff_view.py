@@ -7,6 +7,7 @@ directories elsewhere are one line each unless named (or ``--all``): a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from manager.changes import diff as diff_mod
@@ -46,7 +47,8 @@ def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], 
                 shown.extend(entry.members)
             else:
                 notes.append(_new_dir_note(entry.change, entry.files))
-    shown.sort(key=lambda c: (not c.in_project, c.path.parts))
+    # Path order (by components): "/" sorts before any character a name can hold.
+    shown.sort(key=lambda c: (not c.in_project, c.real_path.replace("/", "\0")))
     return shown, notes
 
 
@@ -89,6 +91,6 @@ def name_lines(changes: list[Change], project: Path) -> list[str]:
     return [display_path(c, project) for c in changes]
 
 
-def full(changes: list[Change], project: Path, colour: bool) -> list[str]:
-    text = diff_mod.render(changes, project, color=colour)
-    return text.splitlines()
+def full(changes: list[Change], project: Path, colour: bool) -> Iterator[str]:
+    """The diff's lines, made as they are written."""
+    return diff_mod.stream(changes, project, color=colour)

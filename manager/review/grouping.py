@@ -74,25 +74,25 @@ def group(changes: list[Change], project: Path, *, expand: bool = False,
     ``expand`` lists every change on its own line (``--all`` or named paths).
     """
     result = Groups()
-    git_dir = project / ".git"
+    git_dir = str(project / ".git")
     in_project: list[Change] = []
     outside: list[Change] = []
     for change in changes:
-        if is_within(change.path, git_dir):
+        if is_within(change.real_path, git_dir):
             result.git.append(change)
         elif change.in_project:
             in_project.append(change)
         else:
             outside.append(change)
     entries = _collapse(in_project, expand)
-    ignored = ignored_paths(project, [e.change.path for e in entries],
-                            {e.change.path for e in entries if e.is_dir})
-    ignored_entries = [e for e in entries if e.change.path in ignored]
-    result.project = [e for e in entries if e.change.path not in ignored]
-    tops = _topmost_ignored(project, [e.change.path for e in ignored_entries])
-    for entry in ignored_entries:
-        label = str(tops[entry.change.path].relative_to(project)) + "/" \
-            if tops[entry.change.path] != entry.change.path else display_rel(entry, project)
+    tops = _ignored_tops(project, entries)
+    for entry in entries:
+        top = tops.get(entry.change.real_path)
+        if top is None:
+            result.project.append(entry)
+            continue
+        label = top[len(str(project)) + 1:] + "/" if top != entry.change.real_path \
+            else display_rel(entry, project)
         result.ignored.setdefault(label, []).append(entry)
     home = home or Path(os.path.expanduser("~"))
     for entry in _collapse(outside, expand):
@@ -105,7 +105,7 @@ def _collapse(changes: list[Change], expand: bool) -> list[Entry]:
     entries: list[Entry] = []
     root: Entry | None = None
     for change in changes:
-        if root is not None and is_within(change.path, root.change.path):
+        if root is not None and is_within(change.real_path, root.change.real_path):
             root.members.append(change)
             continue
         entry = Entry(change, [change])
@@ -136,20 +136,32 @@ def display_rel(entry: Entry, project: Path) -> str:
     return rel + "/" if entry.is_dir else rel
 
 
-def _topmost_ignored(project: Path, paths: list[Path]) -> dict[Path, Path]:
-    """For each ignored path, its topmost ancestor directory that is ignored itself
-    (``.venv`` for every file below it), else the path."""
-    ancestors = sorted({a for p in paths for a in p.parents if project in a.parents},
-                       key=lambda a: len(a.parts))
-    ignored = ignored_paths(project, ancestors, set(ancestors))
-    result: dict[Path, Path] = {}
+def _ignored_tops(project: Path, entries: list[Entry]) -> dict[str, str]:
+    """The ignored entries' paths, each with its topmost ancestor directory that is
+    ignored itself (``.venv`` for every file below it), else with the path itself.
+    The entries and their ancestors are asked of git in one go."""
+    top = str(project)
+    ancestors: set[str] = set()
+    for entry in entries:
+        parent = entry.change.real_path.rpartition("/")[0]
+        while parent not in ancestors and is_within(parent, top) and parent != top:
+            ancestors.add(parent)
+            parent = parent.rpartition("/")[0]
+    paths = [e.change.real_path for e in entries]
+    ordered = sorted(ancestors, key=len)
+    ignored = ignored_paths(project, paths + ordered,
+                            {e.change.real_path for e in entries if e.is_dir} | ancestors)
+    ignored_dirs = [a for a in ordered if a in ignored]
+    result: dict[str, str] = {}
     for path in paths:
-        result[path] = next((a for a in reversed(path.parents) if a in ignored), path)
+        if path in ignored:
+            result[path] = next((a for a in ignored_dirs if is_within(path, a)), path)
     return result
 
 
-def ignored_paths(project: Path, paths: list[Path], dirs: set[Path]) -> set[Path]:
-    """Which of ``paths`` the project's own ignore rules ignore (git's, in a git project).
+def ignored_paths(project: Path, paths: list[str], dirs: set[str]) -> set[str]:
+    """Which of ``paths`` (absolute, in the project) the project's own ignore rules
+    ignore (git's, in a git project).
 
     The real repository's rules decide, not the sandbox's: an agent cannot hide a change
     by editing ``.gitignore`` in the sandbox. One ``git check-ignore`` for all paths.
@@ -158,7 +170,7 @@ def ignored_paths(project: Path, paths: list[Path], dirs: set[Path]) -> set[Path
     if not (project / ".git").exists() or not paths:
         return set()
     cut = len(str(project)) + 1
-    rels = [os.fsencode(str(p)[cut:]) + (b"/" if p in dirs else b"") for p in paths]
+    rels = [os.fsencode(p[cut:]) + (b"/" if p in dirs else b"") for p in paths]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     base = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
     try:
@@ -167,11 +179,21 @@ def ignored_paths(project: Path, paths: list[Path], dirs: set[Path]) -> set[Path
         proc = subprocess.run([*base, "check-ignore", "--no-index", "--stdin", "-z"],
                               input=b"".join(r + b"\0" for r in rels), capture_output=True,
                               cwd=project, env=env)
-        tracked = subprocess.run([*base, "ls-files", "-z"], capture_output=True, cwd=project,
-                                 env=env).stdout.split(b"\0") if proc.stdout else []
+        hits = {p.rstrip(b"/") for p in proc.stdout.split(b"\0") if p}
+        tracked = _tracked(base, project, env, hits) if hits else set()
     except OSError:
         return set()
     if proc.returncode not in (0, 1):
         return set()
-    hits = {p.rstrip(b"/") for p in proc.stdout.split(b"\0") if p} - set(tracked)
+    hits -= tracked
     return {p for p, r in zip(paths, rels, strict=True) if r.rstrip(b"/") in hits}
+
+
+def _tracked(base: list[str], project: Path, env: dict[str, str],
+             among: set[bytes]) -> set[bytes]:
+    """Which of ``among`` (relative paths) the index tracks (with a few, asking only
+    about them: a large index lists slowly)."""
+    ask = ["--", *sorted(os.fsdecode(p) for p in among)] if len(among) <= 100 else []
+    proc = subprocess.run([*base, "--literal-pathspecs", "ls-files", "-z", *ask],
+                          capture_output=True, cwd=project, env=env)
+    return set(proc.stdout.split(b"\0")) & among

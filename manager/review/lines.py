@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 MAX_BYTES = 1 << 20     # larger files are not counted (git --stat calls them "Bin" too)
-SNIFF = 8000            # bytes checked for NUL, as git does
 
 
 @dataclass(frozen=True)
@@ -24,12 +22,15 @@ class Count:
 
 def count(change: Change) -> Count:
     """Lines added and removed by one change (files only; directories count as 0)."""
-    old = _lines(change.path) if change.old_type and change.kind is not Kind.ADDED else []
-    new = [] if change.kind is Kind.DELETED else _lines(change.upper)
+    old = _lines(change.real_path) if change.old_type and change.kind is not Kind.ADDED \
+        else []
+    new = [] if change.kind is Kind.DELETED else _lines(change.upper_path)
     if old is None or new is None:
         return Count(0, 0, binary=True)
     if not old or not new:
         return Count(len(new), len(old))
+    import difflib  # only when lines are counted: not on status's path at 100,000 files
+
     added = removed = 0
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -39,7 +40,7 @@ def count(change: Change) -> Count:
     return Count(added, removed)
 
 
-def _lines(path: Path) -> list[bytes] | None:
+def _lines(path: str) -> list[bytes] | None:
     """The file's lines; [] for no file or a directory; None when binary or too large."""
     try:
         st = os.lstat(path)
@@ -52,9 +53,10 @@ def _lines(path: Path) -> list[bytes] | None:
     if st.st_size > MAX_BYTES:
         return None
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError:
         return []
-    if b"\0" in data[:SNIFF]:
+    if looks_binary(data):
         return None
     return data.splitlines()

@@ -24,6 +24,7 @@ from manager.changes.hunks import Hunk
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.changes.sniff import looks_binary
 
 HELP = """y - commit this hunk
 n - do not commit this hunk
@@ -94,7 +95,7 @@ def text_plan(change: Change) -> FilePlan | None:
         old, new = change.path.read_bytes(), change.upper.read_bytes()
     except OSError:
         return None
-    if b"\0" in old[:8000] or b"\0" in new[:8000]:
+    if looks_binary(old) or looks_binary(new):
         return None
     return FilePlan(change, old, new, hunks_mod.hunks(old.splitlines(keepends=True),
                                                       new.splitlines(keepends=True)))

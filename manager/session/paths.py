@@ -42,6 +42,12 @@ def _xdg(var: str, default: str) -> str:
     return os.path.join(os.path.expanduser("~"), default)
 
 
+def trust_file() -> str:
+    """The record of trusted project files, {file path: sha256}: it decides what a project's
+    file may set (read by the config loader, and stamped by the hook's config cache)."""
+    return os.path.join(state_root(), "trusted-projects.json")
+
+
 def state_root() -> str:
     """``$XDG_STATE_HOME/workspace``: inherited identically by every subprocess."""
     return os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "workspace")

@@ -24,7 +24,7 @@ def pending(ctx: Context, session: Session, summarize: int | None = None) -> lis
     found = model.read_changes(layers, session.project_path, summarize)
     # Writes a sandboxed command made into workspace's own state are never real changes.
     state = paths.state_home()
-    return [c for c in found if not is_within(c.path, state)]
+    return [c for c in found if not is_within(c.real_path, state)]
 
 
 def never_committed(ctx: Context) -> list[str]:

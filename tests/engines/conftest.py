@@ -23,9 +23,9 @@ from manager.errors import EngineUnavailable
 from manager.session import store
 from tests.engines import tryforms
 
+CONTAINER_ENGINES = set(registry.CONTAINER_ENGINES)   # the one table's, not a copy
 ENGINES = ["overlay", *tryforms.FORMS, "podman", "docker", "docker-volume"]
 MAY_SKIP_IN_CI: set[str] = set()
-CONTAINER_ENGINES = {"podman", "docker"}
 # "<engine>-volume": a container engine in volume mode (container.upper: volume), which hosts
 # that cannot hold an overlay use; forced here, where the host mode works too.
 VOLUME_SUFFIX = "-volume"

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -374,12 +375,15 @@ def test_without_python_on_whales_doctor_and_calls_say_so(project: Path, tmp_pat
     assert proc.returncode == 125 and "python-on-whales is not installed" in proc.stderr
 
 
-def test_a_working_directory_missing_in_the_sandbox_is_refused(ws, project: Path, tmp_path: Path,
+def test_a_working_directory_missing_in_the_sandbox_is_refused(ws, project: Path,
                                                               engine_name: str):
     """Never somewhere else than asked: a cwd the container does not have is exit 125."""
-    elsewhere = tmp_path / "elsewhere"   # on the host, outside the project: not in the container
-    elsewhere.mkdir()
-    proc = ws("run", "--cwd", str(elsewhere), "--", "sh", "-c", "pwd; echo ran > ran.txt")
-    assert proc.returncode == 125
-    assert f"{elsewhere} does not exist in the sandbox" in proc.stderr and proc.stdout == ""
-    assert status(ws) == {} and not (elsewhere / "ran.txt").exists()
+    # On the host, outside the project, $HOME and /tmp (all overlaid): not in the container.
+    elsewhere = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="ws-elsewhere-"))
+    try:
+        proc = ws("run", "--cwd", str(elsewhere), "--", "sh", "-c", "pwd; echo ran > ran.txt")
+        assert proc.returncode == 125
+        assert f"{elsewhere} does not exist in the sandbox" in proc.stderr and proc.stdout == ""
+        assert status(ws) == {} and not (elsewhere / "ran.txt").exists()
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)

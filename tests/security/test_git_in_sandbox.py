@@ -4,6 +4,7 @@ agent wrote with its own (unsandboxed) Write tool can only run programs there.""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.claude.conftest import Claude
@@ -24,14 +25,33 @@ def test_git_status_and_diff_show_the_sandboxs_changes(claude: Claude, repo: Pat
 def test_read_only_git_does_not_copy_the_index(claude: Claude, repo: Path) -> None:
     claude.start()
     (repo / "a.txt").write_text("touched later, so git status would refresh the index\n")
-    # Not `git diff`: its index refresh ignores GIT_OPTIONAL_LOCKS (git's builtin/diff.c),
-    # so when stat data differ in the sandbox it writes the refreshed index (docs/security.md).
+    # `git diff` (whose index refresh ignores GIT_OPTIONAL_LOCKS): the test below.
     for command in ("git status", "git status --short", "git status --porcelain -uall"):
         assert claude.bash(command).returncode == 0
         assert not in_upper(repo / ".git" / "index").exists(), command
         assert not in_upper(repo / ".git" / "index.lock").exists(), command
     assert claude.bash("git add a.txt").returncode == 0               # a write still works
     assert in_upper(repo / ".git" / "index").exists()
+
+
+def test_git_diff_after_an_edit_does_not_copy_the_index(claude: Claude, repo: Path) -> None:
+    """From an ordinary account the sandbox shows the user's files as root's; git compares
+    owners, so `git diff` (which refreshes the index whatever GIT_OPTIONAL_LOCKS says)
+    found every untouched file stat-dirty and wrote .git/index into the sandbox."""
+    (repo / "b.txt").write_text("b\n")
+    subprocess.run(["git", "add", "b.txt"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", "b"],
+                   cwd=repo, check=True, capture_output=True)
+    claude.start()
+    assert claude.bash("echo x >> a.txt").returncode == 0
+    for command in ("git diff", "git diff --stat", "git -c color.ui=never diff a.txt b.txt"):
+        run = claude.bash(command)
+        assert run.returncode == 0 and "a.txt" in run.stdout, (command, run)
+        assert "b.txt" not in run.stdout, (command, run)     # untouched: not shown
+        assert not in_upper(repo / ".git" / "index").exists(), command
+    # The agent's own `git -c` still applies, after (and over) the sandbox's setting.
+    shown = claude.bash("git -c core.checkStat=default config core.checkStat").stdout.strip()
+    assert shown == "default"
 
 
 def test_repository_config_from_the_write_tool_runs_only_inside(claude: Claude, repo: Path,
