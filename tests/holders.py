@@ -20,3 +20,19 @@ def stop_holders(base: Path) -> None:
                 any(part.startswith(prefix) for part in cmdline):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)
+    if os.geteuid() != 0:
+        _hand_back_under(base)
+
+
+def _hand_back_under(base: Path) -> None:
+    """An ordinary user's sandboxes hold the namespace's root's entries (subordinate ids on
+    disk) until handed back: without this, pytest could not remove its old tmp dirs."""
+    from manager.engines import overlay
+
+    # Where state lives in tests: BASE/state (conftest) or BASE/account/state (accounts).
+    for pattern in ("state/workspace/*/*/sandbox", "*/state/workspace/*/*/sandbox",
+                    "state/workspace/probe/*", "*/state/workspace/probe/*"):
+        for sandbox in base.glob(pattern):
+            if (sandbox / "idmap.json").exists():
+                with contextlib.suppress(OSError):
+                    overlay.hand_back(sandbox, skeleton=True)

@@ -78,6 +78,8 @@ def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
 def _meta_lines(change: Change) -> list[str]:
     """What the bytes do not show: powers the entry grants, extended attributes."""
     lines = [f"special: {why} (commit needs --allow-special)" for why in change.special]
+    if change.owner is not None:
+        lines.append(f"owner: {change.owner[0]}:{change.owner[1]} (uid:gid inside the sandbox)")
     if change.kind is Kind.DELETED:
         return lines
     try:

@@ -12,10 +12,34 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 
 OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
 LABEL_XATTRS = ("security.selinux",)   # assigned by the policy, not by the file's author
 CAPABILITY_XATTR = "security.capability"
+OVERFLOW_ID = 65534   # what the kernel shows for an id the namespace does not map
+
+
+@dataclass(frozen=True)
+class IdMap:
+    """An engine's user namespace: its (inside, on disk, count) ranges for uids and gids.
+
+    Files made inside as other ids carry subordinate ids on disk (100000+N); review
+    shows, and commit applies, the id a command inside saw.
+    """
+
+    uid: tuple[tuple[int, int, int], ...]
+    gid: tuple[tuple[int, int, int], ...]
+
+    def inside(self, uid: int, gid: int) -> tuple[int, int]:
+        return _translate(self.uid, uid), _translate(self.gid, gid)
+
+
+def _translate(ranges: tuple[tuple[int, int, int], ...], on_disk: int) -> int:
+    for inside, first, count in ranges:
+        if first <= on_disk < first + count:
+            return inside + on_disk - first
+    return OVERFLOW_ID
 
 
 def content_xattrs(path: str | int) -> dict[str, bytes]:

@@ -50,6 +50,8 @@ class Layer:
     # Real paths of directories the engine made in the upper layer for its own
     # mounts: not changes themselves (their contents still are).
     scaffold: frozenset[str] = frozenset()
+    # How on-disk owners in ``upper`` read inside; None: owners are not reviewed.
+    ids: meta.IdMap | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class Change:
     below: int | None = None
     # Why the new entry needs an explicit decision to become real (see meta.special).
     special: tuple[str, ...] = ()
+    # The new entry's owner (uid, gid) inside, when it is not what it would be without the
+    # sandbox: another owner than the real entry's, or than yours for a new entry.
+    owner: tuple[int, int] | None = None
 
     @cached_property
     def path(self) -> Path:
@@ -85,6 +90,7 @@ class Change:
             "in_project": self.in_project,
             "opaque": self.opaque,
             "special": list(self.special),
+            "owner": f"{self.owner[0]}:{self.owner[1]}" if self.owner else None,
         }
 
 
@@ -223,9 +229,25 @@ def _entry(walk: _Walk, entry: os.DirEntry[str], real: str, parent_new: bool) ->
     kind = _leaf_kind(upper, ust, real, rst)
     if kind is None and rst is not None and _xattrs_differ(upper, real):
         kind = Kind.XATTRS
+    owner = _owner(walk.layer, ust, rst)
+    if kind is None and owner is not None and not stat.S_ISLNK(ust.st_mode):
+        kind = Kind.MODE
     if kind is not None:
         walk.found.append(Change(real, kind, upper, new_type, old_type, in_project,
-                                 special=meta.special(upper, ust)))
+                                 special=meta.special(upper, ust), owner=owner))
+
+
+_OWN = (os.geteuid(), os.getegid())
+
+
+def _owner(layer: Layer, ust: os.stat_result, rst: os.stat_result | None) -> tuple[int, int] | None:
+    """The upper entry's owner inside when it differs from what it would be natively:
+    the real entry's owner, or for a new entry the committing user's own ids."""
+    if layer.ids is None:
+        return None   # an engine whose owners on disk mean nothing inside (containers)
+    inside = layer.ids.inside(ust.st_uid, ust.st_gid)
+    expected = (rst.st_uid, rst.st_gid) if rst is not None else _OWN
+    return None if inside == expected else inside
 
 
 def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
@@ -233,6 +255,9 @@ def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
     old_type = entry_type(rst.st_mode) if rst else None
     opaque = is_opaque(upper)
     kind = _dir_kind(ust, rst, opaque)
+    owner = _owner(walk.layer, ust, rst)
+    if kind is None and owner is not None:
+        kind = Kind.MODE
     if kind is None and rst is not None and _xattrs_differ(upper, real):
         kind = Kind.XATTRS
     hidden = rst is None or opaque or old_type is not EntryType.DIR
@@ -240,11 +265,11 @@ def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
     below = count_files(upper) if summarize is not None and hidden else None
     if below is not None and below > (summarize or 0) and kind is not None:
         walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
-                                 opaque=opaque, below=below))
+                                 opaque=opaque, below=below, owner=owner))
         return
     if kind is not None and not (real in walk.layer.scaffold and not opaque):
         walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
-                                 opaque=opaque))
+                                 opaque=opaque, owner=owner))
     _walk(walk, upper, real, hidden)
 
 

@@ -134,6 +134,8 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
         ui.err(ui.paint(f"  refused: {issue.path}: {issue.reason}", "red"))
     for issue in result.errors:
         ui.err(ui.paint(f"  error: {issue.path}: {issue.reason}", "red"))
+    for issue in result.notes:
+        ui.out(ui.paint(f"  note: {issue.path}: {issue.reason}", "yellow"))
     if result.refused:
         ui.err("refused paths (device nodes, setuid/setgid, file capabilities) were left "
                "pending: review them, then `workspace commit --allow-special PATH` to commit "

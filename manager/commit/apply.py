@@ -50,6 +50,7 @@ class CommitResult:
     refused: list[PathIssue] = field(default_factory=list)    # special, not allowed; pending
     errors: list[PathIssue] = field(default_factory=list)     # failed; pending
     resumed: list[Path] = field(default_factory=list)         # finished from an interrupted commit
+    notes: list[PathIssue] = field(default_factory=list)      # committed, not quite as inside
 
     @property
     def ok(self) -> bool:
@@ -63,6 +64,7 @@ class CommitResult:
             "skipped": [str(p) for p in self.skipped],
             "refused": [r.as_json() for r in self.refused],
             "errors": [e.as_json() for e in self.errors],
+            "notes": [n.as_json() for n in self.notes],
         }
 
 
@@ -90,10 +92,23 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
                                                      plan.steps, force))
         outcome = _execute(started, check=None, progress=progress)
         result.applied.extend(Path(s.path) for s in outcome.applied)
+        result.notes.extend(owner_notes(all_changes, result.applied))
         _record_failures(result, outcome)
         tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
         journal.remove(session_dir)
     return result
+
+
+def owner_notes(changes: Sequence[Change], applied: Sequence[Path]) -> list[PathIssue]:
+    """Applied entries that had another owner inside than an ordinary user can give them."""
+    if os.geteuid() == 0:
+        return []   # root gives every entry its owner from inside
+    own = (os.geteuid(), os.getegid())
+    owners = {c.path: c.owner for c in changes if c.owner is not None and c.owner != own}
+    return [PathIssue(path, f"committed as yours: inside it belongs to {uid}:{gid}, and only "
+                            "root can give a file to another user")
+            for path in applied if (found := owners.get(path)) is not None
+            for uid, gid in [found]]
 
 
 def _execute(plan: Journal, check: Callable[[Executor, Step, int, str], str | None] | None,

@@ -245,7 +245,11 @@ class Executor:
         _refuse_unsupported(step, up_fd, up_name)
         # A hard-linked upper entry is copied: renamed, its other names (left in the
         # upper dir, never reviewed) would keep writing to the real file.
-        if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper and ust.st_nlink == 1:
+        # So is one owned by another id (inside the sandbox's namespace) when only root
+        # could keep that owner: the copy is the committer's own.
+        own = os.geteuid() == 0 or ust.st_uid == os.geteuid()
+        if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper and ust.st_nlink == 1 \
+                and own:
             return _Pending(step)
         return _Pending(step, self._copy_beside(step, up_fd, up_name, ust, dir_fd), ust.st_size)
 

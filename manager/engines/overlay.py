@@ -22,6 +22,7 @@ from pathlib import Path
 
 from manager.changes.model import Layer
 from manager.config import Config
+from manager.engines import overlay_ids
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
@@ -35,6 +36,7 @@ from manager.session.store import Session
 ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
 HOLDER_PID = "holder.pid"
+HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see hand_back)
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
 NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
 TRIAL_CHECK = "a call through the entry, in a scratch sandbox"
@@ -67,7 +69,8 @@ class OverlayEngine:
             scaffold = frozenset(json.loads((session.sandbox / "scaffold.json").read_text()))
         except (OSError, ValueError):
             scaffold = frozenset()
-        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold)]
+        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold,
+                      ids=overlay_ids.review_map(session.sandbox))]
 
     def prepare(self, session: Session) -> None:
         with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
@@ -152,6 +155,7 @@ class OverlayEngine:
     def release(self, session: Session) -> None:
         pid = holder_pid(session.sandbox)
         if pid is None:
+            hand_back(session.sandbox)   # a holder that exited by itself did not
             return
         busy = namespace_members(pid)
         if busy:
@@ -161,26 +165,24 @@ class OverlayEngine:
             )
         _kill(pid)
         (session.sandbox / HOLDER_PID).unlink(missing_ok=True)
+        hand_back(session.sandbox)
 
     def destroy(self, session: Session) -> None:
         self.release(session)
         if session.sandbox.exists():
+            hand_back(session.sandbox, skeleton=True)
             remove_tree(session.sandbox)
 
 
 def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: str) -> None:
     """Start the holder and prove that a call can enter it; EngineUnavailable otherwise."""
-    argv = ["unshare", "--user", "--map-root-user", "--mount", "--",
-            sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), str(idle_seconds), project]
-    log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=log, start_new_session=True, close_fds=True)
-    except FileNotFoundError as exc:
-        raise EngineUnavailable("`unshare` not found on PATH", hint="install util-linux") from exc
-    finally:
-        log.close()
-    line = _read_ready(proc)
+    maps = overlay_ids.plan()
+    (sandbox / HANDED_BACK).unlink(missing_ok=True)
+    proc, line = _spawn_holder(sandbox, project, idle_seconds, maps)
+    if line.startswith("maps: ") and maps.mode == overlay_ids.SUBORDINATE:
+        # newuidmap refused (a stale /etc/subuid, a policy): today's single mapping, not a failure.
+        maps = overlay_ids.single(line.removeprefix("maps: "))
+        proc, line = _spawn_holder(sandbox, project, idle_seconds, maps)
     if line != "ready":
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
@@ -190,12 +192,69 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
             f"(log: {sandbox / 'holder.log'})",
             hint="run `workspace doctor` to see what this host supports",
         )
-    write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}\n".encode())
+    overlay_ids.record(sandbox, maps)
+    as_uid = "" if maps.as_uid is None else f" {maps.as_uid}"
+    write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}{as_uid}\n".encode())
     why = _entry_fails(sandbox, session_id)
     if why is not None:
         _kill(proc.pid)
         (sandbox / HOLDER_PID).unlink(missing_ok=True)
         raise EngineUnavailable(f"the overlay sandbox cannot be entered: {why}", hint=entry_fix(why))
+
+
+def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
+    """With subordinate ids, the holder's own entries belong on disk to the namespace's
+    root (a subordinate id): give them to the user, who commits, discards and removes them.
+    A failure leaves them, and only their removal fails, with a clear error."""
+    maps = overlay_ids.recorded(sandbox)
+    if maps is None or maps.mode != overlay_ids.SUBORDINATE:
+        return
+    if (sandbox / HANDED_BACK).exists() and not skeleton:
+        return
+    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), "--hand-back", str(sandbox),
+            str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
+    proc, line = _spawn(argv, sandbox, maps)   # mapped as the holder was: its ids are mapped
+    proc.wait()
+    if line == "ready":
+        (sandbox / HANDED_BACK).touch()
+    else:
+        with contextlib.suppress(OSError), open(sandbox / "holder.log", "a") as log:
+            log.write(f"hand-back: {line}\n")
+
+
+def _spawn_holder(sandbox: Path, project: str, idle_seconds: float,
+                  maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
+    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), str(idle_seconds), project]
+    return _spawn(argv, sandbox, maps)
+
+
+def _spawn(argv: list[str], sandbox: Path,
+           maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
+    """The holder script and its last word: "ready", "maps: why", or why it failed."""
+    log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True, close_fds=True)
+    finally:
+        log.close()
+    assert proc.stdin is not None
+    line = _read_line(proc)
+    if line == "userns":
+        why = overlay_ids.apply(proc.pid, maps)
+        if why is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+            return proc, f"maps: {why}"
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()
+        line = _read_line(proc)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    return proc, line
 
 
 def _entry_fails(sandbox: Path, session_id: str) -> str | None:
@@ -250,7 +309,7 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def _read_ready(proc: subprocess.Popen[bytes]) -> str:
+def _read_line(proc: subprocess.Popen[bytes]) -> str:
     import selectors
 
     assert proc.stdout is not None
@@ -258,15 +317,13 @@ def _read_ready(proc: subprocess.Popen[bytes]) -> str:
         sel.register(proc.stdout, selectors.EVENT_READ)
         if not sel.select(READY_TIMEOUT):
             return f"no answer within {READY_TIMEOUT:.0f} s"
-    line = proc.stdout.readline().decode(errors="replace").strip()
-    proc.stdout.close()
-    return line
+    return proc.stdout.readline().decode(errors="replace").strip()
 
 
 def holder_pid(sandbox: Path) -> int | None:
     """The live holder's pid, or None (missing, dead, or a reused pid)."""
     try:
-        pid_text, start = (sandbox / HOLDER_PID).read_text().split()
+        pid_text, start = (sandbox / HOLDER_PID).read_text().split()[:2]
         pid = int(pid_text)
         alive = str(procs.start_time(pid)) == start and not procs.is_zombie(pid)
         return pid if alive and os.path.exists(f"/proc/{pid}/ns/mnt") else None

@@ -38,7 +38,8 @@ fallback() {
 }
 
 gone="the sandbox of session $SESSION is not running"
-read -r pid start 2>/dev/null <"$S/holder.pid" || fallback "$gone"
+# AS_UID (when set): the holder maps this user's own uid to itself, and the call drops to it.
+read -r pid start as_uid 2>/dev/null <"$S/holder.pid" || fallback "$gone"
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
 
@@ -96,12 +97,16 @@ fi
 
 # In the holder's user and mount namespaces (root and cwd are the overlay's),
 # a fresh pid namespace per call: when this process dies, however it dies,
-# --kill-child takes the call's whole process tree with it. The caller's own
-# credentials are kept: an ordinary user cannot setgroups() in the namespace.
+# --kill-child takes the call's whole process tree with it. The caller's gid and
+# supplementary groups are kept (setgroups() would drop those the namespace does not
+# map, e.g. docker's). With AS_UID the user's own uid is not the namespace's root:
+# the namespace's root (-S 0) makes the pid namespace, then --setuid drops to the
+# user's uid and with it every capability -- no exec more than without.
 shopt -s execfail
-exec nsenter --preserve-credentials --user=/proc/self/fd/95 --mount=/proc/self/fd/96 \
-    --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
-    unshare --pid --fork --kill-child --mount-proc --propagation unchanged -- \
+exec nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95 \
+    --mount=/proc/self/fd/96 --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
+    unshare --pid --fork --kill-child --mount-proc --propagation unchanged \
+    ${as_uid:+--setuid "$as_uid"} -- \
     /bin/bash -c '
 if ! cd -- "$1" 2>/dev/null; then
     printf "workspace: %s does not exist in the sandbox\n" "$1" >&2

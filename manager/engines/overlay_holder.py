@@ -1,7 +1,10 @@
 """The namespace holder of the built-in overlay engine.
 
-Started as ``unshare --user --map-root-user --mount -- python3 -m
-manager.engines.overlay_holder SANDBOX IDLE_SECONDS``. It mounts the whole
+Started as ``python3 -I overlay_holder.py SANDBOX IDLE_SECONDS PROJECT``. It makes its
+own user and mount namespaces, says ``userns`` and waits for the launcher to write
+their id maps (:mod:`manager.engines.overlay_ids`: with ``newuidmap`` an ordinary
+user cannot write them itself) and answer ``go``; then it becomes the namespace's
+root, which only this machinery needs (calls run as the user's own uid). It mounts the whole
 filesystem as overlays under ``SANDBOX/temproot`` (try's layout: writes land in
 ``SANDBOX/upperdir/<absolute path>``), chroots there and then waits, so that each
 call only has to enter its namespaces (a few milliseconds) instead of building
@@ -50,6 +53,9 @@ SYNC_DIRTY = "sync.dirty"
 SERVED_KEPT = 64
 RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh holder
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+PR_SET_DUMPABLE = 4
 
 
 def mount_points() -> list[tuple[str, str]]:
@@ -287,9 +293,10 @@ class Builder:
                 self.scaffold.append(real)
             st = os.stat(self.real_prefix + real)
             os.chmod(current, st.st_mode & 0o7777)
-            with contextlib.suppress(OSError):
-                os.chown(current, st.st_uid, st.st_gid)
-        os.chmod(self.upper, os.stat(self.real_prefix + "/").st_mode & 0o7777)
+            _chown_like(current, st)
+        root = os.stat(self.real_prefix + "/")
+        os.chmod(self.upper, root.st_mode & 0o7777)
+        _chown_like(self.upper, root)
         return current
 
     def socket_dirs(self) -> list[str]:
@@ -318,6 +325,45 @@ class Builder:
         shm = str(self.at(self.root, "/dev/shm"))
         if os.path.isdir(shm):
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
+
+
+def _chown_like(path: Path, st: os.stat_result) -> None:
+    """The real owner; one this namespace does not map reads as the namespace's root
+    (root's directories show as root's: /, /tmp; they may be the user's on disk between
+    holders, see hand_back)."""
+    try:
+        os.chown(path, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.chown(path, 0, 0)
+
+
+def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
+    """Give the machinery's own entries (scaffolding, work directories, whiteouts; with
+    ``skeleton``, for the sandbox's removal, the skeleton too: it is the next holder's lower
+    layer, root's inside) to the user on disk, so that the user's commit, discard and removal
+    can change them. Entries a command made keep their owners: review shows them."""
+    upper = sandbox / "upperdir"
+    try:
+        scaffold = json.loads((sandbox / "scaffold.json").read_text())
+    except (OSError, ValueError):
+        scaffold = []
+    mine = [upper, *(Path(str(upper) + p) for p in scaffold)]
+    for top in (sandbox / "workdir", *([sandbox / "skeleton"] if skeleton else [])):
+        for dirpath, dirnames, filenames in os.walk(top):
+            mine.append(Path(dirpath))
+            mine.extend(Path(dirpath, n) for n in (*dirnames, *filenames)
+                        if not os.path.isdir(os.path.join(dirpath, n)))
+    for path in mine:
+        with contextlib.suppress(OSError):
+            os.lchown(path, uid, gid)
+    for dirpath, _, filenames in os.walk(upper):   # whiteouts: overlayfs's own, as its mounter
+        for name in filenames:
+            entry = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(entry)
+                if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                    os.lchown(entry, uid, gid)
 
 
 def listening_sockets() -> frozenset[str]:
@@ -592,7 +638,37 @@ def _record_scaffold(sandbox: Path, created: list[str]) -> None:
     os.replace(tmp, path)
 
 
+def enter_namespaces() -> None:
+    """New user and mount namespaces, mapped by the launcher; then their root."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
+    print("userns", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        raise RuntimeError("the launcher did not map this namespace's ids")
+    if os.getuid() != 0:   # the user's own uid maps to itself: root is a subordinate id
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        # A changed uid makes the process undumpable, and its /proc/PID/ns and root
+        # unreachable for the user's calls: they must reach them.
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    error = _mount("--make-rprivate", "/")   # as `unshare --mount` does
+    if error:
+        raise RuntimeError(f"mount --make-rprivate /: {error}")
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--hand-back":   # SANDBOX UID GID [skeleton], mapped as the holder's was
+        try:
+            enter_namespaces()
+            hand_back(Path(argv[1]), int(argv[2]), int(argv[3]), argv[4:] == ["skeleton"])
+        except Exception as exc:  # noqa: BLE001 - reported to the launcher
+            print(f"error: {exc}", flush=True)
+            return 1
+        print("ready", flush=True)
+        return 0
     sandbox = Path(argv[0])
     idle_seconds = float(argv[1])
     project = argv[2] if len(argv) > 2 else ""
@@ -600,6 +676,7 @@ def main(argv: list[str]) -> int:
     builder = Builder(sandbox, _level_watch(log))
     builder.log = log
     try:
+        enter_namespaces()
         builder.build(project)
         _levels_module()   # before the chroot, which hides this directory
         sync = Sync(sandbox)

@@ -17,6 +17,7 @@ from manager.errors import WorkspaceError
 from manager.session import paths
 
 MIN_KERNEL = (5, 11)  # overlayfs inside a user namespace
+IDENTITY_CHECK = "commands run as"
 PROBE_IDLE_SECONDS = 60.0  # the trial's holder, should this process die before it stops it
 
 
@@ -29,7 +30,24 @@ def checks() -> list[Check]:
             result.append(_overlay_in_userns())
     if all(c.ok for c in result):
         result.append(trial())
+        result.append(identity())
     return result
+
+
+def identity() -> Check:
+    """Which ids commands run as inside: a warning (never a failure) for the fallback."""
+    from manager.engines import overlay_ids
+
+    maps = overlay_ids.plan()
+    if maps.mode == overlay_ids.FULL:
+        return Check(IDENTITY_CHECK, True, "root: every id mapped to itself")
+    if maps.mode == overlay_ids.SUBORDINATE:
+        return Check(IDENTITY_CHECK, True, "your own uid and gid; other ids from your "
+                     "subordinate ranges (/etc/subuid, /etc/subgid)")
+    return Check(IDENTITY_CHECK, True, f"warning: commands run as uid 0 inside, only it is "
+                 f"mapped ({maps.why}); pip, npm and `id -u` see root",
+                 "give the user subordinate ids (usermod --add-subuids 100000-165535 "
+                 "--add-subgids 100000-165535 USER) and install uidmap (newuidmap)")
 
 
 def trial() -> Check:
@@ -78,6 +96,7 @@ def _stop(sandbox: Path) -> None:
     pid = overlay.holder_pid(sandbox)
     if pid is not None:
         overlay._kill(pid)
+    overlay.hand_back(sandbox, skeleton=True)
     with contextlib.suppress(OSError):
         overlay.remove_tree(sandbox)
 

@@ -149,8 +149,8 @@ def _ref_text(ref: RefChange) -> str:
 
 def _entry_line(entry: Entry, project: Path, paint: Paint) -> str:
     label = f"{entry.change.kind.value}:".ljust(10)
-    line = paint(f"  {label} {_label(entry, project)}{_type_note(entry.change)}",
-                 COLOUR[entry.change.kind])
+    line = paint(f"  {label} {_label(entry, project)}{_type_note(entry.change)}"
+                 f"{_owner_note(entry.change)}", COLOUR[entry.change.kind])
     if entry.change.special:
         line = paint(f"  {label} {_label(entry, project)}{_special_note(entry.change)}", "red")
     # Powerful entries are never hidden in a collapsed directory's count.
@@ -161,6 +161,11 @@ def _entry_line(entry: Entry, project: Path, paint: Paint) -> str:
 
 def _special_note(change: Change) -> str:
     return f"  [{', '.join(change.special)}: commit needs --allow-special]"
+
+
+def _owner_note(change: Change) -> str:
+    """Another owner than natively (as a command inside saw it: uid:gid)."""
+    return f"  [owner {change.owner[0]}:{change.owner[1]}]" if change.owner else ""
 
 
 def _type_note(change: Change) -> str:
