@@ -205,6 +205,7 @@ class Builder:
         if os.path.islink(real):
             staged = self.staged(copy)
             os.symlink(os.readlink(real), staged)
+            _chown_like(staged, os.lstat(real))
             os.replace(staged, copy)
             return "link"
         if os.path.isdir(real):
@@ -216,9 +217,13 @@ class Builder:
             # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
             # is a mount point: EBUSY).
             os.mknod(staged, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            _chown_like(staged, os.lstat(real))
             os.replace(staged, copy)
             return "socket"
         if os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT and _copy(real, staged):
+            # The real owner: a command runs as the user, not as this namespace's root,
+            # when subordinate ids are mapped, and must be able to write its own files.
+            _chown_like(staged, os.stat(real))
             os.replace(staged, copy)
             return "copy"
         staged.touch()
@@ -332,10 +337,10 @@ def _chown_like(path: Path, st: os.stat_result) -> None:
     (root's directories show as root's: /, /tmp; they may be the user's on disk between
     holders, see hand_back)."""
     try:
-        os.chown(path, st.st_uid, st.st_gid)
+        os.lchown(path, st.st_uid, st.st_gid)
     except OSError:
         with contextlib.suppress(OSError):
-            os.chown(path, 0, 0)
+            os.lchown(path, 0, 0)
 
 
 def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
@@ -450,12 +455,17 @@ class Sync:
     """The holder's side of a call's request to see the latest state (see SYNC_REQUEST)."""
 
     def __init__(self, sandbox: Path) -> None:
+        owner = os.stat(sandbox)
         for name in (SYNC_REQUEST, SYNC_SLEEP):
             (sandbox / name).unlink(missing_ok=True)
             os.mkfifo(sandbox / name, 0o600)
+            # The calls open them as the user, whose uid is not this namespace's root
+            # when subordinate ids are mapped (its root owns what it makes).
+            os.chown(sandbox / name, owner.st_uid, owner.st_gid)
         # Read-write, so that it never sees end-of-file.
         self.requests = os.open(sandbox / SYNC_REQUEST, os.O_RDWR | os.O_NONBLOCK)
         (sandbox / SYNC_DONE).write_text("\n\n")
+        os.chmod(sandbox / SYNC_DONE, 0o644)
         (sandbox / SYNC_DIRTY).touch()   # until the first answer: changes made while building
         self.pending: dict[str, set[str]] = {}
         # Several rounds' worth, so that a call that looks late still finds its nonce.
@@ -521,7 +531,9 @@ class Sync:
 
     def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
         tmp = SYNC_DONE + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=session_fd)
+        # 0644: the calls read it as the user, who is not this namespace's root when
+        # subordinate ids are mapped (it holds nonces only).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=session_fd)
         self.served.extend(nonces)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(f"{' '.join(self.served)}\n{why.replace(chr(10), ' ')}\n")
