@@ -4,7 +4,7 @@ The sandbox directory has binpash/try's layout (``upperdir/``, ``workdir/``,
 ``temproot/``), so ``try summary DIR`` and ``try commit DIR`` read it too. A
 holder process (:mod:`manager.engines.overlay_holder`) keeps the namespaces and
 mounts alive between calls; each call enters them through
-``overlay_enter.sh`` and gets a pid namespace of its own.
+``overlay_enter.sh`` into the session's pid namespace (see ``overlay_holder.start_init``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
 HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
+HOLDER_PIDNS = "holder.pidns"
 HOLDER_PID = "holder.pid"
 HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see hand_back)
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
@@ -194,6 +195,8 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         )
     overlay_ids.record(sandbox, maps)
     as_uid = "" if maps.as_uid is None else f" {maps.as_uid}"
+    # The holder made the session's pid namespace, which calls join (see overlay_enter.sh).
+    write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid}\n".encode())
     write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}{as_uid}\n".encode())
     why = _entry_fails(sandbox, session_id)
     if why is not None:
@@ -332,7 +335,8 @@ def holder_pid(sandbox: Path) -> int | None:
 
 
 def namespace_members(holder: int) -> list[int]:
-    """Processes other than the holder inside its user namespace."""
+    """Processes inside the holder's user namespace but the holder and its own children
+    (the session's init, passing mount helpers): the calls and what they left running."""
     try:
         ns = os.readlink(f"/proc/{holder}/ns/user")
     except OSError:
@@ -341,7 +345,7 @@ def namespace_members(holder: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != holder:
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry}/ns/user") == ns:
+                if os.readlink(f"/proc/{entry}/ns/user") == ns and procs.parent_of(int(entry)) != holder:
                     members.append(int(entry))
     return members
 

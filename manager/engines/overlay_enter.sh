@@ -95,17 +95,27 @@ if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then  # not for the command, which may ou
     unset WORKSPACE_NOT_ENTERED_FD
 fi
 
-# In the holder's user and mount namespaces (root and cwd are the overlay's),
-# a fresh pid namespace per call: when this process dies, however it dies,
-# --kill-child takes the call's whole process tree with it. The caller's gid and
+# The session's pid namespace (its init is the holder's first child): a later call sees
+# and signals what an earlier one left running, a server in the background, as outside;
+# /proc shows the session's processes. A holder from before it has none: a pid
+# namespace per call then, whose --kill-child ends the call's tree with this process.
+pidns=() per_call=(--pid --fork --kill-child)
+read -r ns_holder 2>/dev/null <"$S/holder.pidns"
+if [[ $ns_holder == "$pid" ]]; then
+    { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
+    pidns=(--pid=/proc/self/fd/98) per_call=()
+fi
+
+# In the holder's user, mount and pid namespaces (root and cwd are the overlay's), a
+# mount namespace of the call's own for its /proc. The caller's gid and
 # supplementary groups are kept (setgroups() would drop those the namespace does not
 # map, e.g. docker's). With AS_UID the user's own uid is not the namespace's root:
-# the namespace's root (-S 0) makes the pid namespace, then --setuid drops to the
+# the namespace's root (-S 0) mounts /proc, then --setuid drops to the
 # user's uid and with it every capability -- no exec more than without.
 shopt -s execfail
 exec nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95 \
-    --mount=/proc/self/fd/96 --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
-    unshare --pid --fork --kill-child --mount-proc --propagation unchanged \
+    --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
+    unshare "${per_call[@]}" --mount-proc --propagation unchanged \
     ${as_uid:+--setuid "$as_uid"} -- \
     /bin/bash -c '
 if ! cd -- "$1" 2>/dev/null; then
@@ -115,7 +125,7 @@ fi
 unset WORKSPACE_NO_FALLBACK
 __ws_cmd=$2
 shift 2
-# Not in this shell: as the pid namespace'"'"'s init it would ignore the signals
+# Not in this shell: as a per-call pid namespace'"'"'s init it would ignore the signals
 # (TERM, INT, HUP) that a caller sends to stop the command.
 # Job control: the command runs in a process group of its own, so `kill 0` in it
 # cannot signal the caller'"'"'s group (the client'"'"'s shell); callers that stop a

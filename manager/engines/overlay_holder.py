@@ -55,7 +55,11 @@ RETIRED = "retired"     # SYNC_DONE's reason when the call must start a fresh ho
 OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
+SESSION_INIT = 0   # the host pid of the session's pid namespace's init, once started
 
 
 def mount_points() -> list[tuple[str, str]]:
@@ -436,19 +440,97 @@ def others_in_namespace() -> bool:
 
 
 def _namespace_members(first: bool = False) -> list[str]:
-    """Pids of the other processes in this user namespace (as /proc names them)."""
+    """Pids of the other processes in this user namespace (as /proc names them), but the
+    holder's own children: the session's init and the holder's passing mount helpers."""
     mine = os.readlink("/proc/self/ns/user")
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
-                if os.readlink(f"/proc/{entry}/ns/user") == mine:
+                if os.readlink(f"/proc/{entry}/ns/user") == mine and \
+                        parent_of(int(entry)) != os.getpid():
                     found.append(entry)
                     if first:
                         break
             except OSError:
                 continue
     return found
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def start_init() -> None:
+    """pid 1 of the session's pid namespace, which every call joins: a later call sees and
+    signals what an earlier one still runs (a server started in the background), as outside.
+    What a call leaves behind when it ends or is killed is orphaned to this init, which ends
+    it, as a pid namespace per call did: nothing outlives its call unseen. It dies with the
+    holder, taking the namespace along."""
+    import ctypes
+
+    global SESSION_INIT
+    alive_read, _alive_write = os.pipe()   # the holder keeps the write end until it exits
+    pid = os.fork()
+    if pid:
+        os.close(alive_read)
+        SESSION_INIT = pid
+        return
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # SIGKILL
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, alive_read)
+        os.closerange(alive_read + 1, 1 << 16)
+        os.chdir("/")
+        _end_orphans(alive_read)
+    finally:
+        os._exit(0)
+
+
+def _end_orphans(holder_alive: int) -> None:
+    """This init starts nothing, so each child it has is an orphan of a call: end it (its
+    own children follow on the next rounds), reap the dead, until the holder is gone."""
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        for host_pid in _children():
+            with contextlib.suppress(OSError):
+                os.kill(_pid_inside(host_pid), 9)
+        if select.select([holder_alive], [], [], ORPHAN_POLL)[0]:
+            return
+
+
+def _children() -> list[int]:
+    """This process's children, as host pids (its /proc is the host's)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as f:
+                found += map(int, f.read().split())
+    return found
+
+
+def _pid_inside(host_pid: int) -> int:
+    """The pid in the innermost pid namespace (this init's) of a host pid."""
+    with open(f"/proc/{host_pid}/status", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    raise OSError(f"no NSpid for {host_pid}")
+
+
+def init_gone() -> bool:
+    try:
+        return SESSION_INIT != 0 and os.waitpid(SESSION_INIT, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 class Sync:
@@ -557,6 +639,9 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
+        if init_gone():   # no call could enter the pid namespace: a fresh holder
+            _retire(session_fd)
+            return
         if stale and not others_in_namespace():
             _retire(session_fd)
             return
@@ -650,12 +735,14 @@ def _record_scaffold(sandbox: Path, created: list[str]) -> None:
     os.replace(tmp, path)
 
 
-def enter_namespaces() -> None:
-    """New user and mount namespaces, mapped by the launcher; then their root."""
+def enter_namespaces(pid_namespace: bool = False) -> None:
+    """New user and mount namespaces (and a pid namespace for this process's children),
+    mapped by the launcher; then their root."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+    flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+    if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     print("userns", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -666,6 +753,8 @@ def enter_namespaces() -> None:
         # A changed uid makes the process undumpable, and its /proc/PID/ns and root
         # unreachable for the user's calls: they must reach them.
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    if pid_namespace:
+        start_init()   # the first child is pid 1: before any helper process runs
     error = _mount("--make-rprivate", "/")   # as `unshare --mount` does
     if error:
         raise RuntimeError(f"mount --make-rprivate /: {error}")
@@ -688,7 +777,7 @@ def main(argv: list[str]) -> int:
     builder = Builder(sandbox, _level_watch(log))
     builder.log = log
     try:
-        enter_namespaces()
+        enter_namespaces(pid_namespace=True)
         builder.build(project)
         _levels_module()   # before the chroot, which hides this directory
         sync = Sync(sandbox)

@@ -36,6 +36,12 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+def parent_of(pid: int) -> int | None:
+    """Field 4 of /proc/PID/stat; None when the process is gone."""
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
 def is_zombie(pid: int) -> bool:
     """Gone, or dead and not yet reaped."""
     fields = _stat_fields(pid)

@@ -20,8 +20,12 @@ CALL_PID_NAMESPACE: dict[str, Row] = {
                                   "processes"),
     "process.ps_sees_more_than_20": ("ps shows the call's own processes only", "processes"),
 }
-OVERLAY: dict[str, Row] = {
-    **CALL_PID_NAMESPACE,
+OVERLAY: dict[str, Row] = {  # one pid namespace per session: calls see each other's processes
+    "process.host_process": ("the session has a pid namespace of its own", "processes"),
+    "process.ps_sees_more_than_20": ("ps shows the session's processes only", "processes"),
+    "process.from_earlier_call": ("what a call leaves running is ended when the call ends; a "
+                                  "server in a call still running (run_in_background) is seen",
+                                  "processes"),
     "dev_shm.file_from_outside": ("/dev/shm is a private tmpfs per session", "dev-shm"),
 }
 TRY: dict[str, Row] = {

@@ -1,10 +1,9 @@
 """A server an agent starts in one call (Claude's run_in_background), seen from the next call.
 
-What docs/fidelity.md#processes promises, per engine: overlay and try give each call a pid
-namespace of its own, so a later call cannot pgrep or kill the server; it reaches it over
-the network (shared), and the server stops when its call is killed (KillShell). In the
-container engines every call runs in the session's container: a later call finds it with
-pgrep and stops it with kill.
+What docs/fidelity.md#processes promises, per engine: overlay runs every call of a session
+in the session's pid namespace and the container engines in the session's container, so a
+later call finds the server with pgrep and stops it with kill, and stopping the call that
+started it (KillShell) stops it too. try gives each call a pid namespace of its own.
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import CONTAINER_ENGINES
-from tests.engines.conftest import engine_cli
-
 pytestmark = pytest.mark.as_user
 
 SERVER = ("import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(4); "
@@ -30,6 +26,12 @@ SERVER = ("import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.
 
 def _free_name() -> str:
     return f"wsconf-server-{uuid.uuid4().hex[:8]}"
+
+
+def _pattern(name: str) -> str:
+    """Matches the server's command line (its port file's name) but not a shell that runs
+    pgrep with it; `exec -a` alone is not enough: a pyenv shim re-executes python."""
+    return f"[{name[0]}]{name[1:]}[.]port"
 
 
 def _call(project: Path, command: str) -> subprocess.CompletedProcess[str]:
@@ -59,25 +61,43 @@ def test_a_background_server_from_an_earlier_call(project: Path, conformance_eng
          f"exec -a {name} python3 -c \"{SERVER}\" {port_file}"], cwd=project)
     try:
         port = _wait_for_port(project, port_file)
-        found = _call(project, f"pgrep -f '^{name}'")
-        if engine_cli(conformance_engine) in CONTAINER_ENGINES:
-            assert found.returncode == 0, found.stderr
-            killed = _call(project, f"kill {found.stdout.split()[0]}")
-            assert killed.returncode == 0, killed.stderr
-            assert background.wait(timeout=30) != 0
-            return
-        assert found.returncode == 1, "a later call sees another call's processes: update the docs"
+        found = _call(project, f"pgrep -f '{_pattern(name)}'")
+        assert found.returncode == 0, found.stderr
         reached = _call(project, "python3 -c \"import socket, sys; s = socket.create_connection("
                                  f"('127.0.0.1', {port})); print(s.recv(2).decode())\"")
         assert reached.stdout == "up\n", reached.stderr
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            assert s.recv(2) == b"up"   # natively too: the network is the host's
-        background.terminate()          # what KillShell does
-        background.wait(timeout=30)
-        time.sleep(0.5)
-        assert subprocess.run(["pgrep", "-f", f"^{name}"], capture_output=True).returncode == 1
+        killed = _call(project, f"kill {found.stdout.split()[0]}")
+        assert killed.returncode == 0, killed.stderr
+        assert background.wait(timeout=30) != 0
     finally:
         if background.poll() is None:
             background.kill()
             background.wait()
-        subprocess.run(["pkill", "-f", f"^{name}"], capture_output=True)
+        subprocess.run(["pkill", "-f", _pattern(name)], capture_output=True)
+
+
+@pytest.mark.parametrize("conformance_engine", ["overlay"], indirect=True)
+def test_stopping_the_call_stops_its_server(project: Path, conformance_engine: str):
+    """What KillShell does: the call's process tree ends, the session's pid namespace stays."""
+    name = _free_name()
+    port_file = f"{name}.port"
+    _call(project, "true")
+    background = subprocess.Popen(
+        [sys.executable, "-m", "manager", "run", "-c",
+         f"exec -a {name} python3 -c \"{SERVER}\" {port_file}"], cwd=project)
+    try:
+        port = _wait_for_port(project, port_file)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            assert s.recv(2) == b"up"   # natively too: the network is the host's
+        background.terminate()
+        background.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while subprocess.run(["pgrep", "-f", _pattern(name)], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "the server outlived its call"
+            time.sleep(0.2)
+        assert _call(project, "echo still here").stdout == "still here\n"
+    finally:
+        if background.poll() is None:
+            background.kill()
+            background.wait()
+        subprocess.run(["pkill", "-f", _pattern(name)], capture_output=True)
