@@ -99,11 +99,14 @@ fi
 # and signals what an earlier one left running, a server in the background, as outside;
 # /proc shows the session's processes. A holder from before it has none: a pid
 # namespace per call then, whose --kill-child ends the call's tree with this process.
-pidns=() per_call=(--pid --fork --kill-child)
+# nsenter forks the call into it and waits: the call's shell gets SIGKILL when nsenter
+# dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
+# the session's init, which ends it (an orphan of nsenter itself would go to the host's).
+pidns=() per_call=(--pid --fork --kill-child) with_parent=()
 read -r ns_holder 2>/dev/null <"$S/holder.pidns"
 if [[ $ns_holder == "$pid" ]]; then
     { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
-    pidns=(--pid=/proc/self/fd/98) per_call=()
+    pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
 fi
 
 # In the holder's user, mount and pid namespaces (root and cwd are the overlay's), a
@@ -116,7 +119,7 @@ shopt -s execfail
 exec nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95 \
     --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
     unshare "${per_call[@]}" --mount-proc --propagation unchanged \
-    ${as_uid:+--setuid "$as_uid"} -- \
+    ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}" \
     /bin/bash -c '
 if ! cd -- "$1" 2>/dev/null; then
     printf "workspace: %s does not exist in the sandbox\n" "$1" >&2
