@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +25,12 @@ import pytest
 
 from tests.holders import stop_holders
 from tests.overlay_model import Tree
+
+# A run started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every process the tests start: the tests that interrupt a call
+# (Ctrl-C) need it delivered. A handler here gives children the default on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REAL_HOME = Path(os.path.expanduser("~"))
 REAL_STATE = Path(os.environ.get("XDG_STATE_HOME") or REAL_HOME / ".local/state") / "workspace"
