@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.holders import release_podman_mounts
 from tests.holders import stop_holders
 from tests.overlay_model import Tree
 
@@ -108,6 +109,21 @@ def leaked(tmp_path: Path, before: dict[str, tuple[int, int]],
     after = snapshot(roots)
     changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
     return sorted(p for p in changed if _made_by(tmp_path, p))
+
+
+@pytest.fixture(autouse=True)
+def _podman_mounts_released():
+    """Whatever a test left in the test user's rootless podman pause namespace goes with it
+    (see tests.holders.leftover_podman_mounts)."""
+    yield
+    import pwd
+
+    user = os.environ.get("WORKSPACE_TEST_USER", "wstest") if os.geteuid() == 0 else None
+    try:
+        entry = pwd.getpwnam(user) if user else pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return
+    release_podman_mounts(entry.pw_name, entry.pw_uid)
 
 
 @pytest.fixture(autouse=True)

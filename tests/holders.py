@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 
@@ -36,3 +37,34 @@ def _hand_back_under(base: Path) -> None:
             if (sandbox / "idmap.json").exists():
                 with contextlib.suppress(OSError):
                     overlay.hand_back(sandbox, skeleton=True)
+
+
+# Rootless podman mounts a container's storage in the user's one long-lived pause namespace,
+# where it stays after the test that made it (a temporary $HOME under /tmp): a /tmp with
+# mounts below cannot be an overlay's lower layer there, and every later podman call would
+# find /tmp (and a $HOME in it) left to the image. Test runs' own directories only.
+TEST_DIRS = ("/tmp/workspace-test-", "/tmp/ws-test-user-", "/tmp/pytest-of-")
+UNMOUNT = 'for point in "$@"; do umount -l "$point" 2>/dev/null; done'
+
+
+def leftover_podman_mounts(uid: int) -> list[str]:
+    """Mount points under test directories in ``uid``'s rootless podman pause namespace."""
+    try:
+        pid = Path(f"/run/user/{uid}/libpod/tmp/pause.pid").read_text().strip()
+        lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = [line.split()[4] for line in lines if len(line.split()) > 4]
+    return sorted((p for p in points if p.startswith(TEST_DIRS)), reverse=True)
+
+
+def release_podman_mounts(user: str, uid: int) -> None:
+    """Unmount them (as ``user``, through ``podman unshare``); cheap when there are none."""
+    points = leftover_podman_mounts(uid)
+    if not points:
+        return
+    prefix = ["runuser", "-u", user, "--"] if os.geteuid() != uid else []
+    env = dict(os.environ, XDG_RUNTIME_DIR=f"/run/user/{uid}")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run([*prefix, "podman", "unshare", "sh", "-c", UNMOUNT, "sh", *points],
+                       env=env, cwd="/", capture_output=True, timeout=60)
