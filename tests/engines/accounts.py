@@ -143,21 +143,6 @@ def make(kind: str, tmp_path: Path) -> Account:
 def clean(account: Account) -> None:
     """Stop the account's holders; remove its tmp dir when it is not pytest's own."""
     stop_holders(account.base)
-    release_podman_mounts(account)
     if account.prefix:
         shutil.rmtree(account.base, ignore_errors=True)
 
-
-# Rootless podman mounts its storage inside the user's one long-lived pause namespace,
-# where it stays after the test: a /tmp with mounts below cannot be an overlay's lower
-# layer there, so every later test would find /tmp left to the image.
-UNMOUNT_UNDER = r"""awk -v base="$1/" 'index($5, base) == 1 {print $5}' /proc/self/mountinfo |
-    sort -r | while read -r point; do umount -l "$point"; done"""
-
-
-def release_podman_mounts(account: Account) -> None:
-    """Unmount what rootless podman left under the account's tmp dir in its pause namespace."""
-    if account.uid == 0 or not (account.base / "home" / ".local" / "share" / "containers").exists():
-        return
-    account.run(["podman", "unshare", "sh", "-c", UNMOUNT_UNDER, "sh", str(account.base)],
-                cwd=account.base, timeout=60)

@@ -21,7 +21,9 @@ from manager import config
 from manager.engines import registry
 from manager.errors import EngineUnavailable
 from manager.session import store
+from tests.engines import accounts
 from tests.engines import tryforms
+from tests.engines.accounts import Account
 
 CONTAINER_ENGINES = set(registry.CONTAINER_ENGINES)   # the one table's, not a copy
 ENGINES = ["overlay", *tryforms.FORMS, "podman", "docker", "docker-volume"]
@@ -76,12 +78,24 @@ def _keep_user_storage(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("XDG_DATA_HOME", str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/share"))
 
 
-@pytest.fixture(params=ENGINES)
-def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def using_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The body of an engine-parametrized fixture: the engine selected, its containers removed."""
     name = _use(request.param, monkeypatch)
     yield name
     if engine_cli(name) in CONTAINER_ENGINES:
         _remove_containers(engine_cli(name))
+
+
+@pytest.fixture(params=ENGINES)
+def engine_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from using_engine(request, monkeypatch)
+
+
+@pytest.fixture(params=accounts.KINDS)
+def account(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account]:
+    acct = accounts.make(request.param, tmp_path)
+    yield acct
+    accounts.clean(acct)
 
 
 def _remove_containers(cli: str) -> None:

@@ -10,24 +10,15 @@ is root; as the ordinary user alone under scripts/test.sh's second pass.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from manager.engines import overlay
 from manager.engines import overlay_ids
-from tests.engines import accounts
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(params=accounts.KINDS)
-def account(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account]:
-    acct = accounts.make(request.param, tmp_path)
-    yield acct
-    accounts.clean(acct)
 
 
 def _mode(account: Account) -> str:

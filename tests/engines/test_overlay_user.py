@@ -14,23 +14,14 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from manager.engines import overlay
-from tests.engines import accounts
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(params=accounts.KINDS)
-def account(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account]:
-    acct = accounts.make(request.param, tmp_path)
-    yield acct
-    accounts.clean(acct)
 
 
 def _upper(account: Account, path: Path) -> Path:
