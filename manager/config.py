@@ -52,6 +52,8 @@ SCHEMA: dict[str, Option] = {
     "engine": Option(str, "auto", "sandbox engine", ENGINES),
     "exclude": Option(list, [], "glob patterns (absolute, or relative to the project) never committed"),
     "gc.max_age_days": Option(int, 14, "gc removes empty sessions idle this long even if alive"),
+    "commit.wait_seconds": Option(float, 10.0, "commit and discard wait this long for a running "
+                                  "command to end, then refuse (the session is busy)"),
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
     "try.path": Option(str, "", "path to binpash/try (default: found on PATH)"),
     "container.image": Option(str, "workspace-sandbox:latest", "image for podman/docker sessions"),

@@ -38,7 +38,7 @@ def upper_at_rest(ctx: Context, session: Session) -> Iterator[list[model.Layer]]
     changes them while they are applied or dropped (an upper dir must not change
     under a live overlay mount)."""
     engine = ctx.engine(session)
-    with store.lock(session, timeout=10):
+    with store.lock(session, timeout=ctx.config["commit.wait_seconds"]):
         engine.release(session)
         yield engine.layers(session)
 

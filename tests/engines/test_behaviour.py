@@ -241,14 +241,19 @@ def test_diff_shows_unified_text(ws, project: Path, engine_name: str):
     assert "--- a/README.txt" in out and "+world" in out
 
 
-def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, engine_name: str):
+def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, engine_name: str,
+                                            monkeypatch: pytest.MonkeyPatch):
+    # Refusing takes the whole wait (10 s by default): a shorter one proves the same.
+    monkeypatch.setenv("WORKSPACE_COMMIT__WAIT_SECONDS", "1")
     ready = project / "ready"  # in the project: every engine's upper layer holds it
     runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                f"echo x > busy; touch {ready}; sleep 20"], cwd=project)
     try:
         _wait_for_any(tmp_path / "state", ready.name)
+        started = time.monotonic()
         proc = ws("commit")
         assert proc.returncode == 1 and "busy" in proc.stderr
+        assert time.monotonic() - started < 8, "commit.wait_seconds was not honoured"
         assert not (project / "busy").exists()
     finally:
         runner.kill()
