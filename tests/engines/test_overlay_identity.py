@@ -171,7 +171,8 @@ def test_without_newuidmap_the_single_mapping_is_a_warning_not_a_failure(account
     upper = account.sandbox() / "upperdir" / str(account.project / "f")[1:]
     assert upper.stat().st_uid == account.uid          # the user's own file outside
     assert _status(account)[str(account.project / "f")]["owner"] is None
-    doctor = account.run([account.python, "-m", "manager", "doctor", "--json"], env={"PATH": path})
+    doctor = account.run([account.python, "-m", "manager", "doctor", "--engine", "overlay", "--json"],
+                         env={"PATH": path})
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["engines"]["overlay"]}
     found = checks.get("commands run as")
     assert found is not None and found["ok"], doctor.stdout
