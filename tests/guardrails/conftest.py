@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,10 +10,9 @@ import pytest
 from gitrepo import Git
 from gitrepo import init_repo
 
-from manager import config
-from manager.engines import registry
 from manager.session import store
 from manager.session.context import Context
+from tests.engines.conftest import overlay_unavailable
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def repo(project: Path, git_env: None) -> Git:
 @pytest.fixture
 def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The built-in overlay engine (skipped where it cannot run); holders released after."""
-    reason = registry.make("overlay", config.load(None)).health_check()
+    reason = overlay_unavailable(os.environ.get("PATH", ""))
     if reason:
         pytest.skip(f"overlay engine unavailable: {reason}")
     monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
