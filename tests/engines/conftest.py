@@ -43,7 +43,7 @@ SYSTEM_ENGINES = ["overlay", *tryforms.FORMS]  # container engines overlay only 
 
 def _unavailable(name: str) -> str | None:
     if name == "try":  # a real call through try each time: once per script is enough
-        return _try_unavailable(os.environ.get(tryforms.PATH_SETTING, ""))
+        return try_unavailable(os.environ.get(tryforms.PATH_SETTING, ""))
     if name == "overlay":
         return overlay_unavailable(os.environ.get("PATH", ""))
     try:
@@ -60,7 +60,8 @@ def overlay_unavailable(path: str) -> str | None:
 
 
 @functools.cache
-def _try_unavailable(path: str) -> str | None:
+def try_unavailable(path: str) -> str | None:
+    """try's health check (a real call through it), once per ``path``: the try.path in force."""
     return registry.get("try")(config.load(None)).health_check()
 
 
