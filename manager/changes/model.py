@@ -215,7 +215,7 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
     dir_in_project = is_within(real_dir, project)
     try:
         with os.scandir(upper_fd) as found:
-            entries = sorted(found, key=_name)
+            entries = list(found)   # in directory order: read_changes sorts them all
         for entry in entries:
             name = entry.name
             real = _child(real_dir, name)
@@ -231,10 +231,6 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
         os.close(upper_fd)
         if real_fd is not None:
             os.close(real_fd)
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 def _open_real(path: str) -> int | None:
