@@ -223,7 +223,8 @@ class IgnoreQuery:
     def answer(self) -> set[str]:
         """The ignored paths among those asked."""
         proc = self._proc
-        if proc is None:
+        if proc is None or not self.asked:
+            self._stop()
             return set()
         try:
             assert proc.stdin is not None
