@@ -258,3 +258,22 @@ def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, 
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_commit_waits_for_a_running_command_up_to_its_setting(ws, project: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    """The wait is the session lock's, the same for every engine: one engine shows it."""
+    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
+    monkeypatch.setenv("WORKSPACE_COMMIT__WAIT_SECONDS", "60")
+    runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
+                               "echo x > early; touch ready; sleep 1; echo y > late"], cwd=project)
+    try:
+        _wait_for_any(tmp_path / "state", "ready")
+        proc = ws("commit")
+        assert proc.returncode == 0, proc.stderr
+        assert runner.wait(timeout=30) == 0
+        # Applied after the command ended: what it wrote last is in.
+        assert (project / "early").read_text() == "x\n" and (project / "late").read_text() == "y\n"
+    finally:
+        runner.kill()
+        runner.wait()
