@@ -67,9 +67,17 @@ def page(lines: Iterable[str], enabled: bool = True) -> None:
 
 
 def _write(stream: Any, lines: Iterable[str]) -> None:
-    write = stream.write
+    # In batches: one write per line costs more than building a 100,000-line diff.
+    batch: list[str] = []
     for line in lines:
-        write(line + "\n")
+        batch.append(line)
+        if len(batch) == 1024:
+            batch.append("")
+            stream.write("\n".join(batch))
+            batch.clear()
+    if batch:
+        batch.append("")
+        stream.write("\n".join(batch))
 
 
 def _to_pager(lines: Iterator[str]) -> None:

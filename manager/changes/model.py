@@ -19,10 +19,14 @@ from functools import cached_property
 from pathlib import Path
 
 from manager.changes import meta
+from manager.changes.walkcache import MISSING
+from manager.changes.walkcache import WalkCache
+from manager.changes.walkcache import stat_key
 from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
+    from typing import Any
     from typing import Final
 
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
@@ -170,28 +174,30 @@ class _Walk:
     """What stays the same during one layer's walk, and where its changes go (a list,
     not generators: a change found 10 directories deep would pass through 20 of them)."""
 
-    __slots__ = ("layer", "project", "summarize", "found")
+    __slots__ = ("layer", "project", "summarize", "found", "cache")
 
     def __init__(self, layer: Layer, project: str, summarize: int | None,
-                 found: list[Change]) -> None:
+                 found: list[Change], cache: WalkCache | None) -> None:
         self.layer = layer
         self.project = project
         self.summarize = summarize
         self.found = found
+        self.cache = cache
 
 
-def read_changes(layers: list[Layer], project: Path,
-                 summarize: int | None = None) -> list[Change]:
+def read_changes(layers: list[Layer], project: Path, summarize: int | None = None,
+                 cache: WalkCache | None = None) -> list[Change]:
     """Every change in ``layers``, parents before children, sorted by path.
 
     With ``summarize``, a new (or replaced) directory holding more than that many
     files is one change carrying its file count (``below``), not one per file: review
-    of a 50,000-file tree costs a count, not 50,000 changes.
+    of a 50,000-file tree costs a count, not 50,000 changes. With ``cache``, verdicts
+    and counts whose entries are unchanged since the last review are reused.
     """
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            walk = _Walk(layer, str(project), summarize, changes)
+            walk = _Walk(layer, str(project), summarize, changes, cache)
             _walk(walk, str(layer.upper), str(layer.target), False)
     # Path order (by components): "/" sorts before any character a name can hold.
     changes.sort(key=lambda c: c.real_path.replace("/", "\0"))
@@ -202,31 +208,102 @@ def _child(directory: str, name: str) -> str:
     return directory + name if directory.endswith("/") else directory + "/" + name
 
 
+_UPPER_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_PATH: the real directory is only looked up in (search permission, as a path walk).
+_REAL_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
+    # Entries are looked up relative to open directories: a long path walked once, not
+    # once per entry (a quarter of a 5,000-file review's stat time).
     try:
-        with os.scandir(upper_dir) as found:
-            entries = sorted(found, key=lambda e: e.name)
+        upper_fd = os.open(upper_dir, _UPPER_DIR)
     except OSError:
         return
-    for entry in entries:
-        _entry(walk, entry, _child(real_dir, entry.name), parent_new)
+    real_fd = None if parent_new else _open_real(real_dir)
+    # Below a directory in the project, all is; above it, only the project itself.
+    project = walk.project
+    dir_in_project = is_within(real_dir, project)
+    try:
+        with os.scandir(upper_fd) as found:
+            entries = sorted(found, key=_name)
+        for entry in entries:
+            name = entry.name
+            real = _child(real_dir, name)
+            # Below an added or opaque directory the real tree is hidden: all is new.
+            rst = None if parent_new else _lstat_in(real_fd, name, real)
+            _entry(walk, entry, upper_dir + "/" + name, real, rst,
+                   dir_in_project or real == project)
+    except OSError:
+        return
+    finally:
+        os.close(upper_fd)
+        if real_fd is not None:
+            os.close(real_fd)
 
 
-def count_files(top: Path | str) -> int:
-    """Entries below ``top`` that are not directories (whiteouts excepted)."""
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _open_real(path: str) -> int | None:
+    try:
+        return os.open(path, _REAL_DIR)
+    except OSError:
+        return None  # looked up by path, one entry at a time
+
+
+def _lstat_in(directory: int | None, name: str, path: str) -> os.stat_result | None:
+    if directory is None:
+        return _lstat(path)
+    try:
+        return os.lstat(name, dir_fd=directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def count_files(top: Path | str, cache: WalkCache | None = None) -> int:
+    """Entries below ``top`` that are not directories (whiteouts excepted).
+
+    ``top`` is a new, opaque or replaced directory: nothing below it hides a real
+    entry, so overlayfs wrote no whiteouts there and a directory without
+    subdirectories (a link count of 2 on ext4, xfs, tmpfs...) holds only files: its
+    names are counted, not each entry looked at. The count is shown, never acted on:
+    a real directory removed from outside after the sandbox deleted in it can leave
+    whiteouts that such a count includes. With ``cache``, a directory whose stat data
+    is unchanged is not read again (100,000 files: 3 ms, not 70).
+    """
     count = 0
     stack = [os.fspath(top)]
     while stack:
+        directory = stack.pop()
         try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) or _counts(entry):
-                        count += 1
+            st = os.lstat(directory)
+            key = stat_key(st)
+            hit: Any = MISSING if cache is None else cache.get(directory, key)
+            if hit is MISSING:
+                hit = _read_dir(directory, st)
+                if cache is not None:
+                    cache.put(directory, key, hit, st.st_ctime_ns)
         except OSError:
             continue
+        count += hit[0]
+        stack.extend(directory + "/" + name for name in hit[1])
     return count
+
+
+def _read_dir(directory: str, st: os.stat_result) -> tuple[int, tuple[str, ...]]:
+    """(files in ``directory``, names of its subdirectories)."""
+    if st.st_nlink == 2:
+        return len(os.listdir(directory)), ()
+    files, subdirs = 0, []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            elif entry.is_file(follow_symlinks=False) or _counts(entry):
+                files += 1
+    return files, tuple(subdirs)
 
 
 def _counts(entry: os.DirEntry[str]) -> bool:
@@ -235,12 +312,9 @@ def _counts(entry: os.DirEntry[str]) -> bool:
     return not is_whiteout(entry.path, entry.stat(follow_symlinks=False))
 
 
-def _entry(walk: _Walk, entry: os.DirEntry[str], real: str, parent_new: bool) -> None:
-    upper = entry.path
+def _entry(walk: _Walk, entry: os.DirEntry[str], upper: str, real: str,
+           rst: os.stat_result | None, in_project: bool) -> None:
     ust = entry.stat(follow_symlinks=False)
-    # Below an added or opaque directory the real tree is hidden: everything is new.
-    rst = None if parent_new else _lstat(real)
-    in_project = is_within(real, walk.project)
     old_type = entry_type(rst.st_mode) if rst else None
 
     if is_whiteout(upper, ust):
@@ -253,15 +327,43 @@ def _entry(walk: _Walk, entry: os.DirEntry[str], real: str, parent_new: bool) ->
         _dir_entry(walk, upper, ust, real, rst, in_project)
         return
 
+    verdict = _leaf(walk, upper, ust, real, rst)
+    if verdict is not None:
+        kind, special, owner = verdict
+        walk.found.append(Change(real, _KINDS[kind], upper, new_type, old_type, in_project,
+                                 special=special, owner=owner))
+
+
+_KINDS = {kind.value: kind for kind in Kind}
+Verdict = tuple[str, tuple[str, ...], tuple[int, int] | None]
+
+
+def _leaf(walk: _Walk, upper: str, ust: os.stat_result, real: str,
+          rst: os.stat_result | None) -> Verdict | None:
+    """A file's (kind, special, owner), or None when it is no change; from the cache
+    when both its entries are as they were (a same-size edit is not reread)."""
+    cache = walk.cache
+    if cache is None or rst is None:
+        return _judge_leaf(walk.layer, upper, ust, real, rst)
+    key = stat_key(ust) + stat_key(rst)
+    verdict = cache.get(upper, key)
+    if verdict is MISSING:
+        verdict = _judge_leaf(walk.layer, upper, ust, real, rst)
+        cache.put(upper, key, verdict, max(ust.st_ctime_ns, rst.st_ctime_ns))
+    return verdict  # type: ignore[no-any-return]
+
+
+def _judge_leaf(layer: Layer, upper: str, ust: os.stat_result, real: str,
+                rst: os.stat_result | None) -> Verdict | None:
     kind = _leaf_kind(upper, ust, real, rst)
     if kind is None and rst is not None and _xattrs_differ(upper, real):
         kind = Kind.XATTRS
-    owner = _owner(walk.layer, ust, rst)
+    owner = _owner(layer, ust, rst)
     if kind is None and owner is not None and not stat.S_ISLNK(ust.st_mode):
         kind = Kind.MODE
-    if kind is not None:
-        walk.found.append(Change(real, kind, upper, new_type, old_type, in_project,
-                                 special=meta.special(upper, ust), owner=owner))
+    if kind is None:
+        return None
+    return kind.value, meta.special(upper, ust), owner
 
 
 _OWN = (os.geteuid(), os.getegid())
@@ -289,7 +391,7 @@ def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
         kind = Kind.XATTRS
     hidden = rst is None or opaque or old_type is not EntryType.DIR
     summarize = walk.summarize
-    below = count_files(upper) if summarize is not None and hidden else None
+    below = count_files(upper, walk.cache) if summarize is not None and hidden else None
     if below is not None and below > (summarize or 0) and kind is not None:
         walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
                                  opaque=opaque, below=below, owner=owner))

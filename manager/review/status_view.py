@@ -156,14 +156,21 @@ def _ref_text(ref: RefChange) -> str:
     return f"{ref.kind} moved: {name} {ref.old[:7]} -> {ref.new[:7]}{how}"
 
 
+LABELS = {kind: f"{kind.value}:".ljust(10) for kind in Kind}
+
+
 def _entry_line(entry: Entry, project: Path, paint: Paint) -> str:
-    label = f"{entry.change.kind.value}:".ljust(10)
-    line = paint(f"  {label} {_label(entry, project)}{_type_note(entry.change)}"
-                 f"{_owner_note(entry.change)}", COLOUR[entry.change.kind])
-    if entry.change.special:
-        line = paint(f"  {label} {_label(entry, project)}{_special_note(entry.change)}", "red")
+    change = entry.change
+    label = LABELS[change.kind]
+    if change.special:
+        line = paint(f"  {label} {_label(entry, project)}{_special_note(change)}", "red")
+    else:
+        line = paint(f"  {label} {_label(entry, project)}{_type_note(change)}"
+                     f"{_owner_note(change)}", COLOUR[change.kind])
+    if len(entry.members) == 1:
+        return line
     # Powerful entries are never hidden in a collapsed directory's count.
-    below = [paint(f"  {c.kind.value + ':':10} {display_path(c, project)}{_special_note(c)}",
+    below = [paint(f"  {LABELS[c.kind]} {display_path(c, project)}{_special_note(c)}",
                    "red") for c in entry.members[1:] if c.special]
     return "\n".join([line, *below])
 

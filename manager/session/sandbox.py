@@ -4,24 +4,32 @@ committed, and its upper layers held still."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 from manager.changes import model
 from manager.changes.model import Change
 from manager.changes.model import is_within
+from manager.changes.walkcache import WalkCache
 from manager.engines.base import RunRequest
 from manager.session import paths
 from manager.session import store
 from manager.session.context import Context
 from manager.session.store import Session
 
+REVIEW_CACHE = "review.cache"
+
 
 def pending(ctx: Context, session: Session, summarize: int | None = None) -> list[Change]:
-    """The session's changes (see :func:`read_changes` for ``summarize``)."""
+    """The session's changes (see :func:`read_changes` for ``summarize``); what is
+    unchanged since the last review is not read again (:mod:`manager.changes.walkcache`)."""
     engine = ctx.engine(session)
     engine.refresh(session)
     layers = engine.layers(session)
-    found = model.read_changes(layers, session.project_path, summarize)
+    header = (os.geteuid(), [(str(x.upper), str(x.target), repr(x.ids)) for x in layers])
+    cache = WalkCache(str(session.dir / REVIEW_CACHE), header)
+    found = model.read_changes(layers, session.project_path, summarize, cache)
+    cache.save()
     # Writes a sandboxed command made into workspace's own state are never real changes.
     state = paths.state_home()
     return [c for c in found if not is_within(c.real_path, state)]
