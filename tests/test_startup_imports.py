@@ -19,14 +19,17 @@ from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.engines.base import RunRequest
 from manager.record import Record
+from manager.session import store
 from manager.session.store import Session
 
 REPO = Path(manager.__file__).parent.parent
 
 # Not imported by `status`/`diff` start-up: dataclasses (with inspect, ast, dis: ~10 ms, and
-# ~0.5 ms per class), typing, json (fastjson reads records), ctypes (running calls only).
+# ~0.5 ms per class), typing, json (fastjson reads records), ctypes (running calls only),
+# hashlib (OpenSSL; the session pointer's name is hashed by CPython's built-in sha256).
 STATUS_FORBIDDEN = ("dataclasses", "inspect", "ast", "dis", "typing", "json", "ctypes",
-                    "manager.commit", "manager.guardrails", "manager.claude")
+                    "hashlib", "_hashlib", "manager.commit", "manager.guardrails",
+                    "manager.claude")
 
 
 def _loaded(command: str, tmp_path: Path) -> list[str]:
@@ -88,6 +91,15 @@ def test_a_malformed_record_read_first_is_a_value_error(tmp_path: Path):
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ("JSONDecodeError Expecting property name enclosed in double "
                                   "quotes: line 1 column 2 (char 1)")
+
+
+def test_the_current_session_pointer_keeps_its_name():
+    """Its name is the project path's sha256 (earlier releases' pointers are still found)."""
+    import hashlib
+
+    project = Path("/home/someone/project")
+    key = hashlib.sha256(str(project).encode()).hexdigest()[:16]
+    assert store._pointer_path(project).name == f"{key}.json"
 
 
 def test_records_compare_hash_and_print_as_dataclasses_did():
