@@ -184,12 +184,13 @@ def _trust_record(strict: bool = False) -> dict[str, str]:
 
 
 def file_hash(path: Path) -> str | None:
-    import hashlib
-
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    import hashlib  # only once there is a file: without one, no command needs OpenSSL
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def is_trusted(path: Path) -> bool:
