@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import random
 import shutil
+from pathlib import Path
 
 from manager.changes.diff import render
 from manager.changes.model import read_changes
@@ -110,3 +111,15 @@ def test_lines_added_or_cut_at_the_end_diff_exactly_as_difflib(tree: Tree) -> No
                                         f"a/{label}", f"b/{label}", lineterm="")
         block = "".join(f"{line}\n" for line in expected)
         assert f"diff --git a/{label} b/{label}\n{block}diff --git" in out, (old, new)
+
+
+def test_a_file_is_read_whole_whatever_size_lstat_said(tmp_path: Path) -> None:
+    from manager.changes.diff import _read_nofollow
+
+    data = bytes(range(256)) * 1000          # 256,000 bytes
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    for hint in (0, 1, 255, 65_535, len(data) - 1, len(data), len(data) + 10):
+        assert _read_nofollow(str(path), hint) == data
+    path.write_bytes(b"")
+    assert _read_nofollow(str(path), 0) == b""

@@ -136,10 +136,14 @@ def _read_nofollow(path: str, size: int) -> bytes:
     """The file's bytes (``size``: what lstat said, a hint; the file may have changed)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        chunks = [os.read(fd, size + 1)]
-        while chunks[-1]:
-            chunks.append(os.read(fd, max(size, 1 << 16)))
-        return b"".join(chunks)
+        want = size + 1
+        chunks = [os.read(fd, want)]
+        # A short read of a regular file is its end: no second read to see an empty one
+        # (10,000 fewer calls for a 5,000-file diff). One that grew is read to its end.
+        while len(chunks[-1]) == want:
+            want = max(size, 1 << 16)
+            chunks.append(os.read(fd, want))
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
 

@@ -26,6 +26,7 @@ from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
     from typing import Final
 
@@ -174,30 +175,42 @@ class _Walk:
     """What stays the same during one layer's walk, and where its changes go (a list,
     not generators: a change found 10 directories deep would pass through 20 of them)."""
 
-    __slots__ = ("layer", "project", "summarize", "found", "cache")
+    __slots__ = ("layer", "project", "summarize", "found", "cache", "on_found", "told")
 
     def __init__(self, layer: Layer, project: str, summarize: int | None,
-                 found: list[Change], cache: WalkCache | None) -> None:
+                 found: list[Change], cache: WalkCache | None,
+                 on_found: Callable[[Change], None] | None) -> None:
         self.layer = layer
         self.project = project
         self.summarize = summarize
         self.found = found
         self.cache = cache
+        self.on_found = on_found
+        self.told = len(found)   # changes already passed to on_found
+
+    def tell(self) -> None:
+        assert self.on_found is not None
+        found = self.found
+        while self.told < len(found):
+            self.told += 1
+            self.on_found(found[self.told - 1])
 
 
 def read_changes(layers: list[Layer], project: Path, summarize: int | None = None,
-                 cache: WalkCache | None = None) -> list[Change]:
+                 cache: WalkCache | None = None,
+                 on_found: Callable[[Change], None] | None = None) -> list[Change]:
     """Every change in ``layers``, parents before children, sorted by path.
 
     With ``summarize``, a new (or replaced) directory holding more than that many
     files is one change carrying its file count (``below``), not one per file: review
     of a 50,000-file tree costs a count, not 50,000 changes. With ``cache``, verdicts
     and counts whose entries are unchanged since the last review are reused.
+    ``on_found`` is told of each change as the walk finds it (before the sort).
     """
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            walk = _Walk(layer, str(project), summarize, changes, cache)
+            walk = _Walk(layer, str(project), summarize, changes, cache, on_found)
             _walk(walk, str(layer.upper), str(layer.target), False)
     # Path order (by components): "/" sorts before any character a name can hold.
     changes.sort(key=lambda c: c.real_path.replace("/", "\0"))
@@ -226,7 +239,7 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
     dir_in_project = is_within(real_dir, project)
     try:
         with os.scandir(upper_fd) as found:
-            entries = sorted(found, key=_name)
+            entries = list(found)   # in directory order: read_changes sorts them all
         for entry in entries:
             name = entry.name
             real = _child(real_dir, name)
@@ -234,16 +247,14 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
             rst = None if parent_new else _lstat_in(real_fd, name, real)
             _entry(walk, entry, upper_dir + "/" + name, real, rst,
                    dir_in_project or real == project)
+            if walk.on_found is not None:
+                walk.tell()
     except OSError:
         return
     finally:
         os.close(upper_fd)
         if real_fd is not None:
             os.close(real_fd)
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 def _open_real(path: str) -> int | None:

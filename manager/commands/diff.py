@@ -13,6 +13,7 @@ from manager.commands.common import pager_args
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import diff_view
+from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
 from manager.session.context import Context
 from manager.session.sandbox import pending
@@ -37,8 +38,11 @@ def show(args: argparse.Namespace) -> int:
     session = ctx.session(args.session)
     project = session.project_path
     expand = args.all or bool(args.paths)
-    found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES)
-    groups = group(select(found, resolve_paths(args.paths)), project, expand=expand)
+    ignores = IgnoreQuery(project)   # git answers while the walk runs
+    found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES,
+                    on_found=ignores.ask)
+    groups = group(select(found, resolve_paths(args.paths)), project, expand=expand,
+                   ignores=ignores)
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
     changes, notes = diff_view.reviewed(groups, git, expand=expand)
     colour = {"always": True, "never": False}.get(args.color, ui.use_colour())

@@ -13,6 +13,7 @@ from manager.commands.common import pager_args
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import status_view
+from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
 from manager.session.context import Context
 from manager.session.sandbox import pending
@@ -35,12 +36,15 @@ def status(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
     expand = args.all or bool(args.paths) or args.json
-    found = select(pending(ctx, session, summarize=None if expand else 0),
+    # Started before the walk, git answers while it runs (not for --json: no groups).
+    ignores = None if args.json else IgnoreQuery(session.project_path)
+    found = select(pending(ctx, session, summarize=None if expand else 0,
+                           on_found=ignores.ask if ignores else None),
                    resolve_paths(args.paths))
     if args.json:
         ui.dump_json(as_json(session, found))
         return 0
-    ui.page(render(session, found, expand=expand, short=args.short),
+    ui.page(render(session, found, expand=expand, short=args.short, ignores=ignores),
             enabled=not args.no_pager)
     return 0
 
@@ -50,9 +54,10 @@ def as_json(session: Session, found: list[Change]) -> dict[str, object]:
             "notes": list(session.notes), "changes": [c.as_json() for c in found]}
 
 
-def render(session: Session, found: list[Change], *, expand: bool, short: bool) -> list[str]:
+def render(session: Session, found: list[Change], *, expand: bool, short: bool,
+           ignores: IgnoreQuery | None = None) -> list[str]:
     project = session.project_path
-    groups = group(found, project, expand=expand)
+    groups = group(found, project, expand=expand, ignores=ignores)
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
     if short:
         return status_view.short_form(groups, git, project)

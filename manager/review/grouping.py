@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 from manager.changes.model import Change
@@ -73,10 +74,11 @@ class Groups(Record):
 
 
 def group(changes: list[Change], project: Path, *, expand: bool = False,
-          home: Path | None = None) -> Groups:
+          home: Path | None = None, ignores: IgnoreQuery | None = None) -> Groups:
     """Sort ``changes`` (parents before children) into review groups.
 
     ``expand`` lists every change on its own line (``--all`` or named paths).
+    ``ignores``: the project's query, already asked about the changes as they were found.
     """
     result = Groups()
     git_dir = str(project / ".git")
@@ -90,7 +92,7 @@ def group(changes: list[Change], project: Path, *, expand: bool = False,
         else:
             outside.append(change)
     entries = _collapse(in_project, expand)
-    tops = _ignored_tops(project, entries)
+    tops = _ignored_tops(project, entries, ignores or IgnoreQuery(project))
     for entry in entries:
         top = tops.get(entry.change.real_path)
         if top is None:
@@ -141,64 +143,125 @@ def display_rel(entry: Entry, project: Path) -> str:
     return rel + "/" if entry.is_dir else rel
 
 
-def _ignored_tops(project: Path, entries: list[Entry]) -> dict[str, str]:
+def _ignored_tops(project: Path, entries: list[Entry], ignores: IgnoreQuery) -> dict[str, str]:
     """The ignored entries' paths, each with its topmost ancestor directory that is
     ignored itself (``.venv`` for every file below it), else with the path itself.
     The entries and their ancestors are asked of git in one go."""
-    top = str(project)
-    ancestors: set[str] = set()
     for entry in entries:
-        parent = entry.change.real_path.rpartition("/")[0]
-        while parent not in ancestors and is_within(parent, top) and parent != top:
-            ancestors.add(parent)
-            parent = parent.rpartition("/")[0]
-    paths = [e.change.real_path for e in entries]
-    ordered = sorted(ancestors, key=len)
-    ignored = ignored_paths(project, paths + ordered,
-                            {e.change.real_path for e in entries if e.is_dir} | ancestors)
-    ignored_dirs = [a for a in ordered if a in ignored]
+        ignores.ask(entry.change)
+    ignored = ignores.answer()
+    if not ignored:
+        return {}
+    ignored_dirs = sorted((a for a in ignores.ancestors if a in ignored), key=len)
     result: dict[str, str] = {}
-    for path in paths:
+    for entry in entries:
+        path = entry.change.real_path
         if path in ignored:
             result[path] = next((a for a in ignored_dirs if is_within(path, a)), path)
     return result
 
 
-def ignored_paths(project: Path, paths: list[str], dirs: set[str]) -> set[str]:
-    """Which of ``paths`` (absolute, in the project) the project's own ignore rules
-    ignore (git's, in a git project).
+class IgnoreQuery:
+    """Which changed paths (and their ancestor directories, absolute, in the project) the
+    project's own ignore rules ignore: git's, in a git project.
 
     The real repository's rules decide, not the sandbox's: an agent cannot hide a change
-    by editing ``.gitignore`` in the sandbox. One ``git check-ignore`` for all paths.
-    Tracked files are never ignored, as in git.
+    by editing ``.gitignore`` in the sandbox. Tracked files are never ignored, as in git.
+    One ``git check-ignore`` for all paths, started before the walk and asked as changes
+    are found (:func:`manager.changes.model.read_changes`'s ``on_found``): git looks each
+    path up on another core while the walk goes on.
     """
-    if not (project / ".git").exists() or not paths:
-        return set()
-    cut = len(str(project)) + 1
-    rels = [os.fsencode(p[cut:]) + (b"/" if p in dirs else b"") for p in paths]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    base = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
-    try:
+
+    def __init__(self, project: Path) -> None:
+        self.top = str(project)
+        self.git_dir = str(project / ".git")
+        self.asked: dict[str, bytes] = {}     # absolute path -> what git was asked
+        self.ancestors: set[str] = set()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output: list[bytes] = []
+        self._reader: threading.Thread | None = None
+        if (project / ".git").exists():
+            self._start(project)
+
+    def _start(self, project: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         # --no-index: check-ignore consults the index per path otherwise, seconds for
-        # thousands; tracked files (never ignored, as in git) are taken out below instead.
-        proc = subprocess.run([*base, "check-ignore", "--no-index", "--stdin", "-z"],
-                              input=b"".join(r + b"\0" for r in rels), capture_output=True,
-                              cwd=project, env=env)
-        hits = {p.rstrip(b"/") for p in proc.stdout.split(b"\0") if p}
-        tracked = _tracked(base, project, env, hits) if hits else set()
-    except OSError:
-        return set()
-    if proc.returncode not in (0, 1):
-        return set()
-    hits -= tracked
-    return {p for p, r in zip(paths, rels, strict=True) if r.rstrip(b"/") in hits}
+        # thousands; tracked files (never ignored, as in git) are taken out at the end.
+        try:
+            self._proc = subprocess.Popen(
+                [*_GIT, "check-ignore", "--no-index", "--stdin", "-z"], cwd=project, env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            return
+        stdout = self._proc.stdout
+        assert stdout is not None
+        # Read while writing: git answers as it reads, and a full pipe would stall both.
+        self._reader = threading.Thread(target=lambda: self._output.append(stdout.read()),
+                                        daemon=True)
+        self._reader.start()
+
+    def ask(self, change: Change) -> None:
+        """Ask about ``change`` and its ancestors below the project (once each)."""
+        path = change.real_path
+        if self._proc is None or path in self.asked or not change.in_project \
+                or path == self.top or is_within(path, self.git_dir):
+            return
+        is_dir = (change.new_type or change.old_type) is EntryType.DIR
+        self._send(path, is_dir)
+        parent = path.rpartition("/")[0]
+        while parent not in self.ancestors and parent != self.top and is_within(parent, self.top):
+            self.ancestors.add(parent)
+            if parent not in self.asked:
+                self._send(parent, True)
+            parent = parent.rpartition("/")[0]
+
+    def _send(self, path: str, is_dir: bool) -> None:
+        rel = os.fsencode(path[len(self.top) + 1:])
+        self.asked[path] = rel
+        stdin = self._proc.stdin if self._proc else None
+        try:
+            if stdin is not None:
+                stdin.write(rel + (b"/\0" if is_dir else b"\0"))
+        except OSError:
+            self._stop()
+
+    def answer(self) -> set[str]:
+        """The ignored paths among those asked."""
+        proc = self._proc
+        if proc is None or not self.asked:
+            self._stop()
+            return set()
+        try:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        except OSError:
+            pass
+        if self._reader is not None:
+            self._reader.join()
+        if proc.wait() not in (0, 1) or not self._output:
+            return set()
+        hits = {p.rstrip(b"/") for p in self._output[0].split(b"\0") if p}
+        hits -= _tracked(Path(self.top), hits) if hits else set()
+        return {p for p, rel in self.asked.items() if rel in hits}
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
 
 
-def _tracked(base: list[str], project: Path, env: dict[str, str],
-             among: set[bytes]) -> set[bytes]:
+_GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
+
+
+def _tracked(project: Path, among: set[bytes]) -> set[bytes]:
     """Which of ``among`` (relative paths) the index tracks (with a few, asking only
     about them: a large index lists slowly)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     ask = ["--", *sorted(os.fsdecode(p) for p in among)] if len(among) <= 100 else []
-    proc = subprocess.run([*base, "--literal-pathspecs", "ls-files", "-z", *ask],
-                          capture_output=True, cwd=project, env=env)
+    try:
+        proc = subprocess.run([*_GIT, "--literal-pathspecs", "ls-files", "-z", *ask],
+                              capture_output=True, cwd=project, env=env)
+    except OSError:
+        return set()
     return set(proc.stdout.split(b"\0")) & among

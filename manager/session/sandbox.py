@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from collections.abc import Iterator
 
 from manager.changes import model
@@ -20,15 +21,17 @@ from manager.session.store import Session
 REVIEW_CACHE = "review.cache"
 
 
-def pending(ctx: Context, session: Session, summarize: int | None = None) -> list[Change]:
-    """The session's changes (see :func:`read_changes` for ``summarize``); what is
-    unchanged since the last review is not read again (:mod:`manager.changes.walkcache`)."""
+def pending(ctx: Context, session: Session, summarize: int | None = None,
+            on_found: Callable[[Change], None] | None = None) -> list[Change]:
+    """The session's changes (see :func:`read_changes` for ``summarize`` and
+    ``on_found``); what is unchanged since the last review is not read again
+    (:mod:`manager.changes.walkcache`)."""
     engine = ctx.engine(session)
     engine.refresh(session)
     layers = engine.layers(session)
     header = (os.geteuid(), [(str(x.upper), str(x.target), repr(x.ids)) for x in layers])
     cache = WalkCache(str(session.dir / REVIEW_CACHE), header)
-    found = model.read_changes(layers, session.project_path, summarize, cache)
+    found = model.read_changes(layers, session.project_path, summarize, cache, on_found)
     cache.save()
     # Writes a sandboxed command made into workspace's own state are never real changes.
     state = paths.state_home()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,17 @@ def test_long_output_goes_through_a_pager_on_a_terminal(
     assert "d/f199" in paged.read_text() and "d/f199" not in screen
     piped = ws("status", "--all", check=True).stdout      # not a terminal: no pager
     assert "d/f199" in piped
+
+
+def test_a_recorded_review_never_shows_a_stale_verdict(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("echo 'x = 2' > b.py && mkdir -p gen && touch gen/1 gen/2")
+    time.sleep(2.2)                 # settled: the next review records them
+    assert "modified:  b.py" in ws("status", check=True).stdout
+    records = list(Path(os.environ["XDG_STATE_HOME"]).glob("workspace/sessions/*/review.cache"))
+    assert len(records) == 1
+    sandboxed("echo 'x = 1' > b.py && touch gen/3")   # same size, the real content again
+    out = ws("status", check=True).stdout
+    assert "b.py" not in out and "added:     gen/ (3 files)" in out
+    (repo / "b.py").write_text("x = 3\n")              # the user edits the real file
+    assert "modified:  b.py" in ws("status", check=True).stdout
