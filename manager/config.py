@@ -16,17 +16,21 @@ settings come from the user's config, the environment and flags, and
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
-from typing import Any
 
 from manager.engines import registry
 from manager.errors import ConfigError
+from manager.record import Record
+from manager.record import Value
 from manager.session import paths
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    import builtins
+    from typing import Any
+    from typing import Final
 
 PROJECT_FILE = paths.PROJECT_FILE
 env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
@@ -37,12 +41,18 @@ TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine"
                             "container.image", "container.network", "container.upper"))
 
 
-@dataclass(frozen=True)
-class Option:
-    type: type
-    default: Any
-    help: str
-    choices: tuple[str, ...] = ()
+class Option(Value):
+    __slots__ = ("type", "default", "help", "choices")
+    type: Final[builtins.type]
+    default: Final[Any]
+    help: Final[str]
+    choices: Final[tuple[str, ...]]
+
+    def __init__(self, type: builtins.type, default: Any, help: str, choices: tuple[str, ...] = ()) -> None:
+        self.type = type
+        self.default = default
+        self.help = help
+        self.choices = choices
 
 
 ENGINES = registry.CHOICES
@@ -91,11 +101,14 @@ SCHEMA: dict[str, Option] = {
 }
 
 
-@dataclass
-class Config:
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    ignored: dict[str, str] = field(default_factory=dict)   # key -> why (untrusted file)
+class Config(Record):
+    __slots__ = ("values", "sources", "ignored")
+
+    def __init__(self, values: dict[str, Any] | None = None, sources: dict[str, str] | None = None,
+                 ignored: dict[str, str] | None = None) -> None:
+        self.values = values if values is not None else {}
+        self.sources = sources if sources is not None else {}
+        self.ignored = ignored if ignored is not None else {}   # key -> why (untrusted file)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -173,12 +186,13 @@ def _trust_record(strict: bool = False) -> dict[str, str]:
 
 
 def file_hash(path: Path) -> str | None:
-    import hashlib
-
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    import hashlib  # only once there is a file: without one, no command needs OpenSSL
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def is_trusted(path: Path) -> bool:
@@ -199,6 +213,8 @@ def set_trust(path: Path, trusted: bool) -> str | None:
 
 def record_trust(path: Path, digest: str | None) -> str | None:
     """Record ``digest`` as the trusted content of ``path`` (None: drop it); the digest."""
+    import json
+
     from manager import versioning
     from manager.fsutil import write_atomic
 
@@ -220,6 +236,8 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         return {}
     try:
         if path.suffix == ".json":
+            import json
+
             data = json.loads(text)
         else:
             yaml = _yaml()
@@ -304,6 +322,8 @@ def _convert(kind: type, value: Any) -> Any:
         raise ValueError(value)
     if kind is list:
         if isinstance(value, str):
+            import json
+
             value = json.loads(value) if value.startswith("[") else [v for v in value.split(",") if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise TypeError(value)

@@ -45,6 +45,12 @@ def loads(text: str | bytes) -> Any:
         value, end = _json.make_scanner(_Context())(text, start)  # type: ignore[arg-type]
     except StopIteration as stop:
         raise _error("Expecting value", text, stop.value) from None
+    except SystemError:
+        # The scanner raises ``json.decoder.JSONDecodeError``, which it looks up in
+        # sys.modules only (CPython 3.11): before ``json`` is imported it fails without it.
+        import json
+
+        return json.loads(text)   # raises the same error, now with its class
     if text[end:].strip(_WHITESPACE):
         raise _error("Extra data", text, end + len(text[end:]) - len(text[end:].lstrip(_WHITESPACE)))
     return value

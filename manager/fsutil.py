@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
-import shutil
 import stat
 import sys
 import time
-from collections.abc import Callable
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from manager.errors import WorkspaceError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every command ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from collections.abc import Iterator
+    from typing import Any
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -33,6 +34,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
+    import json
+
     write_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
 
 
@@ -107,6 +110,8 @@ def remove_tree(root: Path) -> None:
 
 
 def _rmtree(path: str, handler: Callable[[Callable[..., object], str, object], None]) -> None:
+    import shutil
+
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=handler)
     else:

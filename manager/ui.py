@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sys
-from collections.abc import Iterable
-from collections.abc import Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every command would import typing
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from collections.abc import Iterator
+    from typing import Any
 
 COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "bold": "1", "dim": "2"}
 
@@ -42,6 +44,8 @@ def err(text: str) -> None:
 
 
 def dump_json(value: Any) -> None:
+    import json
+
     print(json.dumps(value, indent=2, sort_keys=True))
 
 

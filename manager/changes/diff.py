@@ -12,13 +12,17 @@ import os
 import stat
 from collections.abc import Iterable
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 MAX_BYTES = 4 << 20   # larger files are summarised, not diffed
 MAX_LINES = 2000      # per file, before the rest is elided
@@ -27,14 +31,21 @@ _COLOURS = {"header": "\033[1m", "hunk": "\033[36m", "-": "\033[31m", "+": "\033
 _RESET = "\033[0m"
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(Value):
     """One side of a diff: what an entry holds, read without following symlinks."""
 
-    label: str
-    mode: int | None = None      # st_mode; None when absent
-    data: bytes | None = None    # file bytes or ``-> target``; None for dirs or when too large
-    size: int = 0
+    __slots__ = ("label", "mode", "data", "size")
+    label: Final[str]
+    mode: Final[int | None]      # st_mode; None when absent
+    data: Final[bytes | None]    # file bytes or ``-> target``; None for dirs or when too large
+    size: Final[int]
+
+    def __init__(self, label: str, mode: int | None = None, data: bytes | None = None,
+                 size: int = 0) -> None:
+        self.label = label
+        self.mode = mode
+        self.data = data
+        self.size = size
 
     @property
     def is_dir(self) -> bool:

@@ -12,7 +12,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
 LABEL_XATTRS = ("security.selinux",)   # assigned by the policy, not by the file's author
@@ -20,16 +25,21 @@ CAPABILITY_XATTR = "security.capability"
 OVERFLOW_ID = 65534   # what the kernel shows for an id the namespace does not map
 
 
-@dataclass(frozen=True)
-class IdMap:
+class IdMap(Value):
     """An engine's user namespace: its (inside, on disk, count) ranges for uids and gids.
 
     Files made inside as other ids carry subordinate ids on disk (100000+N); review
     shows, and commit applies, the id a command inside saw.
     """
 
-    uid: tuple[tuple[int, int, int], ...]
-    gid: tuple[tuple[int, int, int], ...]
+    __slots__ = ("uid", "gid")
+    uid: Final[tuple[tuple[int, int, int], ...]]
+    gid: Final[tuple[tuple[int, int, int], ...]]
+
+    def __init__(self, uid: tuple[tuple[int, int, int], ...],
+                 gid: tuple[tuple[int, int, int], ...]) -> None:
+        self.uid = uid
+        self.gid = gid
 
     def inside(self, uid: int, gid: int) -> tuple[int, int]:
         return _translate(self.uid, uid), _translate(self.gid, gid)

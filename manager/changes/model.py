@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from manager.changes import meta
 from manager.changes.walkcache import MISSING
 from manager.changes.walkcache import WalkCache
 from manager.changes.walkcache import stat_key
+from manager.record import Value
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+    from typing import Final
 
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 WHITEOUT_XATTRS = ("trusted.overlay.whiteout", "user.overlay.whiteout")
@@ -49,37 +50,60 @@ class EntryType(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(Value):
     """An upper directory and the real directory it stands over."""
 
-    upper: Path
-    target: Path
+    __slots__ = ("upper", "target", "scaffold", "ids")
+    upper: Final[Path]
+    target: Final[Path]
     # Real paths of directories the engine made in the upper layer for its own
     # mounts: not changes themselves (their contents still are).
-    scaffold: frozenset[str] = frozenset()
+    scaffold: Final[frozenset[str]]
     # How on-disk owners in ``upper`` read inside; None: owners are not reviewed.
-    ids: meta.IdMap | None = None
+    ids: Final[meta.IdMap | None]
+
+    def __init__(self, upper: Path, target: Path, scaffold: frozenset[str] = frozenset(),
+                 ids: meta.IdMap | None = None) -> None:
+        self.upper = upper
+        self.target = target
+        self.scaffold = scaffold
+        self.ids = ids
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(Value):
+    __slots__ = ("real_path", "kind", "upper_path", "new_type", "old_type", "in_project",
+                 "opaque", "below", "special", "owner", "__dict__")   # __dict__: cached_property
     # Paths are held as strings and made Path objects on first use: review of
     # 100,000 changes shows (and so needs Paths for) only a few of them.
-    real_path: str              # the real, absolute path this change applies to
-    kind: Kind
-    upper_path: str             # the upper entry (a whiteout for DELETED)
-    new_type: EntryType | None  # None for DELETED
-    old_type: EntryType | None  # None for ADDED
-    in_project: bool
-    opaque: bool = False        # a directory whose real contents are all replaced
+    real_path: Final[str]              # the real, absolute path this change applies to
+    kind: Final[Kind]
+    upper_path: Final[str]             # the upper entry (a whiteout for DELETED)
+    new_type: Final[EntryType | None]  # None for DELETED
+    old_type: Final[EntryType | None]  # None for ADDED
+    in_project: Final[bool]
+    opaque: Final[bool]                # a directory whose real contents are all replaced
     # Read with ``summarize``: a new directory's file count, its contents not listed.
-    below: int | None = None
+    below: Final[int | None]
     # Why the new entry needs an explicit decision to become real (see meta.special).
-    special: tuple[str, ...] = ()
+    special: Final[tuple[str, ...]]
     # The new entry's owner (uid, gid) inside, when it is not what it would be without the
     # sandbox: another owner than the real entry's, or than yours for a new entry.
-    owner: tuple[int, int] | None = None
+    owner: Final[tuple[int, int] | None]
+
+    def __init__(self, real_path: str, kind: Kind, upper_path: str, new_type: EntryType | None,
+                 old_type: EntryType | None, in_project: bool, opaque: bool = False,
+                 below: int | None = None, special: tuple[str, ...] = (),
+                 owner: tuple[int, int] | None = None) -> None:
+        self.real_path = real_path
+        self.kind = kind
+        self.upper_path = upper_path
+        self.new_type = new_type
+        self.old_type = old_type
+        self.in_project = in_project
+        self.opaque = opaque
+        self.below = below
+        self.special = special
+        self.owner = owner
 
     @cached_property
     def path(self) -> Path:

@@ -416,7 +416,7 @@ def run_entry(argv: list[str], env: dict[str, str],
     signalling the exec client as well would only lose the command's status.
     """
     stdin, stdout, stderr = streams
-    proc = subprocess.Popen(argv, env=env, preexec_fn=procs.die_with_parent,  # noqa: PLW1509
+    proc = subprocess.Popen(argv, env=env, preexec_fn=procs.die_with_parent(),  # noqa: PLW1509
                             stdin=stdin, stdout=stdout, stderr=stderr)
 
     def forward(signum: int, _frame: object) -> None:

@@ -10,8 +10,6 @@ mounts alive between calls; each call enters them through
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -20,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from manager import fastjson
 from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import overlay_ids
@@ -67,7 +66,7 @@ class OverlayEngine:
 
     def layers(self, session: Session) -> list[Layer]:
         try:
-            scaffold = frozenset(json.loads((session.sandbox / "scaffold.json").read_text()))
+            scaffold = frozenset(fastjson.loads((session.sandbox / "scaffold.json").read_text()))
         except (OSError, ValueError):
             scaffold = frozenset()
         return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold,
@@ -83,7 +82,7 @@ class OverlayEngine:
         start_holder(session.sandbox, session.project, idle, session.id)
 
     def run(self, session: Session, request: RunRequest) -> int:
-        request = dataclasses.replace(request, cwd=self._cwd_inside(session, request.cwd))
+        request = request.replace(cwd=self._cwd_inside(session, request.cwd))
         status, why = self._enter(session, request)
         if why is not None:
             # Not entered, the command never ran: the holder went away between prepare

@@ -18,17 +18,20 @@ Stdlib only: the holder (run with ``-I``) does not import this; the launcher doe
 from __future__ import annotations
 
 import functools
-import json
 import os
 import pwd
 import shutil
 import stat
 import subprocess
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 
+from manager import fastjson
 from manager.changes.meta import IdMap
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 IDMAP_FILE = "idmap.json"
 FULL = "full"
@@ -40,14 +43,23 @@ MAX_LINES = 340       # the kernel's limit on lines in uid_map
 Range = tuple[int, int, int]   # (inside, outside, count), as /proc/PID/uid_map has it
 
 
-@dataclass(frozen=True)
-class IdMaps:
-    mode: str
-    uid: list[Range]
-    gid: list[Range]
-    as_uid: int | None          # the uid commands switch to inside (None: stay as entered)
-    why: str = ""               # for SINGLE: why not SUBORDINATE
-    helpers: dict[str, str] = field(default_factory=dict)   # newuidmap/newgidmap paths
+class IdMaps(Value):
+    __slots__ = ("mode", "uid", "gid", "as_uid", "why", "helpers")
+    mode: Final[str]
+    uid: Final[list[Range]]
+    gid: Final[list[Range]]
+    as_uid: Final[int | None]          # the uid commands switch to inside (None: stay as entered)
+    why: Final[str]                    # for SINGLE: why not SUBORDINATE
+    helpers: Final[dict[str, str]]     # newuidmap/newgidmap paths
+
+    def __init__(self, mode: str, uid: list[Range], gid: list[Range], as_uid: int | None,
+                 why: str = "", helpers: dict[str, str] | None = None) -> None:
+        self.mode = mode
+        self.uid = uid
+        self.gid = gid
+        self.as_uid = as_uid
+        self.why = why
+        self.helpers = helpers if helpers is not None else {}
 
     def as_json(self) -> dict[str, object]:
         return {"mode": self.mode, "uid": self.uid, "gid": self.gid, "as_uid": self.as_uid}
@@ -185,14 +197,14 @@ def _write(pid: int, name: str, text: str) -> None:
 
 def record(sandbox: Path, maps: IdMaps) -> None:
     tmp = sandbox / (IDMAP_FILE + ".tmp")
-    tmp.write_text(json.dumps(maps.as_json()))
+    tmp.write_text(fastjson.dumps(maps.as_json()))
     os.replace(tmp, sandbox / IDMAP_FILE)
 
 
 def recorded(sandbox: Path) -> IdMaps | None:
     """The maps the sandbox's holder was started with (None: unknown, e.g. never started)."""
     try:
-        raw = json.loads((sandbox / IDMAP_FILE).read_text())
+        raw = fastjson.loads((sandbox / IDMAP_FILE).read_text())
         return IdMaps(str(raw["mode"]), [tuple(r) for r in raw["uid"]],
                       [tuple(r) for r in raw["gid"]], raw["as_uid"])
     except (OSError, ValueError, KeyError, TypeError):

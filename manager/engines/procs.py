@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from collections.abc import Iterator
+
     from manager.engines.base import Streams
 
 PR_SET_PDEATHSIG = 1
@@ -48,10 +49,19 @@ def is_zombie(pid: int) -> bool:
     return fields is None or fields[0] == "Z"
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGKILL when this process dies, even by SIGKILL."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def die_with_parent() -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGKILL when this process dies, even by SIGKILL.
+
+    ctypes is imported here, in the parent (only commands that run something need it;
+    nothing should be imported between fork and exec)."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return preexec
 
 
 def children(pid: int) -> list[int]:
@@ -109,7 +119,7 @@ def run_tree(argv: list[str], env: dict[str, str] | None, timeout: float | None,
     """Run ``argv`` (a process whose death kills its whole tree); stdio inherited unless
     ``streams`` (``Popen``'s stdin/stdout/stderr) says otherwise."""
     stdin, stdout, stderr = streams
-    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent,  # noqa: PLW1509
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent(),  # noqa: PLW1509
                             pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr)
     with forwarding(proc):
         try:

@@ -7,14 +7,15 @@ Every list of engine names (the ``engine`` setting's choices, ``--engine`` help,
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
+from manager.record import Value
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Final
 
     from manager.config import Config
     from manager.engines.base import Engine
@@ -22,10 +23,14 @@ if TYPE_CHECKING:
     EngineFactory = Callable[[Config], Engine]
 
 
-@dataclass(frozen=True)
-class Spec:
-    target: str            # "module:Class", imported lazily: container engines pull in heavy libraries
-    container: bool        # its sandboxes are containers (image, gc sweep)
+class Spec(Value):
+    __slots__ = ("target", "container")
+    target: Final[str]       # "module:Class", imported lazily: container engines pull in heavy libraries
+    container: Final[bool]   # its sandboxes are containers (image, gc sweep)
+
+    def __init__(self, target: str, container: bool) -> None:
+        self.target = target
+        self.container = container
 
 
 # In ``auto``'s order: the first that works here is chosen.

@@ -13,11 +13,15 @@ import os
 import subprocess
 from collections.abc import Iterable
 from collections.abc import Iterator
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 
 from manager.errors import WorkspaceError
+from manager.record import Record
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 # Variables that would point git at another repository, index or object store.
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -50,13 +54,18 @@ class GitError(WorkspaceError):
         self.stderr = stderr
 
 
-@dataclass(frozen=True)
-class Repo:
+class Repo(Value):
     """A user's work tree and where its git data lives."""
 
-    worktree: Path
-    git_dir: Path       # per-worktree git dir (HEAD, index)
-    common_dir: Path    # shared by linked worktrees (objects, refs)
+    __slots__ = ("worktree", "git_dir", "common_dir")
+    worktree: Final[Path]
+    git_dir: Final[Path]       # per-worktree git dir (HEAD, index)
+    common_dir: Final[Path]    # shared by linked worktrees (objects, refs)
+
+    def __init__(self, worktree: Path, git_dir: Path, common_dir: Path) -> None:
+        self.worktree = worktree
+        self.git_dir = git_dir
+        self.common_dir = common_dir
 
     @property
     def objects(self) -> Path:
@@ -67,12 +76,14 @@ class Repo:
         return self.git_dir / "index"
 
 
-@dataclass
-class Git:
+class Git(Record):
     """git for one repository with a fixed environment (index, object store)."""
 
-    repo: Repo
-    env: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("repo", "env")
+
+    def __init__(self, repo: Repo, env: dict[str, str] | None = None) -> None:
+        self.repo = repo
+        self.env = env if env is not None else {}
 
     def with_env(self, **extra: str) -> Git:
         return Git(self.repo, {**self.env, **extra})
@@ -255,10 +266,12 @@ class Git:
                      input="".join(f"{i}\n" for i in ids).encode())
 
 
-@dataclass
-class Scan:
-    head: str | None        # None: no commit yet
-    paths: list[bytes]      # modified, deleted, type-changed, unmerged or untracked
+class Scan(Record):
+    __slots__ = ("head", "paths")
+
+    def __init__(self, head: str | None, paths: list[bytes]) -> None:
+        self.head = head            # None: no commit yet
+        self.paths = paths          # modified, deleted, type-changed, unmerged or untracked
 
 
 def parse_status(data: bytes) -> Scan:
@@ -286,17 +299,22 @@ def parse_status(data: bytes) -> Scan:
     return scan
 
 
-@dataclass
-class DiffEntry:
-    status: str            # A, M, D, T, R (renames)
-    path: bytes            # the new path (the old one for deletions)
-    old_path: bytes | None
-    old_mode: str
-    new_mode: str
-    old_id: str
-    new_id: str
-    added: int | None = None     # None: binary
-    deleted: int | None = None
+class DiffEntry(Record):
+    __slots__ = ("status", "path", "old_path", "old_mode", "new_mode", "old_id", "new_id",
+                 "added", "deleted")
+
+    def __init__(self, status: str, path: bytes, old_path: bytes | None, old_mode: str,
+                 new_mode: str, old_id: str, new_id: str, added: int | None = None,
+                 deleted: int | None = None) -> None:
+        self.status = status            # A, M, D, T, R (renames)
+        self.path = path                # the new path (the old one for deletions)
+        self.old_path = old_path
+        self.old_mode = old_mode
+        self.new_mode = new_mode
+        self.old_id = old_id
+        self.new_id = new_id
+        self.added = added              # None: binary
+        self.deleted = deleted
 
     @property
     def submodule(self) -> bool:

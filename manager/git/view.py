@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Change
@@ -23,6 +21,12 @@ from manager.changes.model import is_whiteout
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import discover
+from manager.record import Record
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 MAX_COMMITS = 20
 # Under .git: what can make git run a program or change what it sees.
@@ -30,20 +34,33 @@ FLAGGED_DIRS = ("hooks", "info")
 FLAGGED_FILES = ("config", "commondir", "gitdir")
 
 
-@dataclass(frozen=True)
-class Commit:
-    short: str
-    subject: str
+class Commit(Value):
+    __slots__ = ("short", "subject")
+    short: Final[str]
+    subject: Final[str]
+
+    def __init__(self, short: str, subject: str) -> None:
+        self.short = short
+        self.subject = subject
 
 
-@dataclass(frozen=True)
-class RefChange:
-    ref: str                  # refs/heads/main
-    old: str | None           # the real value; None: created
-    new: str | None           # the sandbox's value; None: deleted
-    commits: tuple[Commit, ...] = ()   # reachable from new, not from old (or any real ref)
-    more: int = 0             # commits beyond MAX_COMMITS
-    fast_forward: bool = True  # old is an ancestor of new
+class RefChange(Value):
+    __slots__ = ("ref", "old", "new", "commits", "more", "fast_forward")
+    ref: Final[str]                  # refs/heads/main
+    old: Final[str | None]           # the real value; None: created
+    new: Final[str | None]           # the sandbox's value; None: deleted
+    commits: Final[tuple[Commit, ...]]   # reachable from new, not from old (or any real ref)
+    more: Final[int]                 # commits beyond MAX_COMMITS
+    fast_forward: Final[bool]        # old is an ancestor of new
+
+    def __init__(self, ref: str, old: str | None, new: str | None, commits: tuple[Commit, ...] = (),
+                 more: int = 0, fast_forward: bool = True) -> None:
+        self.ref = ref
+        self.old = old
+        self.new = new
+        self.commits = commits
+        self.more = more
+        self.fast_forward = fast_forward
 
     @property
     def short_name(self) -> str:
@@ -63,13 +80,17 @@ class RefChange:
         return "ref"
 
 
-@dataclass
-class GitView:
-    refs: list[RefChange] = field(default_factory=list)
-    head: tuple[str, str] | None = None          # (real HEAD, sandbox HEAD) when it changed
-    stash_added: int = 0
-    flagged: list[Change] = field(default_factory=list)
-    hidden: list[Change] = field(default_factory=list)   # objects, logs, index, ...
+class GitView(Record):
+    __slots__ = ("refs", "head", "stash_added", "flagged", "hidden")
+
+    def __init__(self, refs: list[RefChange] | None = None, head: tuple[str, str] | None = None,
+                 stash_added: int = 0, flagged: list[Change] | None = None,
+                 hidden: list[Change] | None = None) -> None:
+        self.refs = refs if refs is not None else []
+        self.head = head                  # (real HEAD, sandbox HEAD) when it changed
+        self.stash_added = stash_added
+        self.flagged = flagged if flagged is not None else []
+        self.hidden = hidden if hidden is not None else []   # objects, logs, index, ...
 
     @property
     def empty(self) -> bool:

@@ -12,25 +12,26 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import is_within
+from manager.record import Record
 
 # Roots whose second level says more than the first (/usr/local, /var/lib...).
 DEEP_ROOTS = frozenset({"usr", "var", "opt", "srv"})
 
 
-@dataclass
-class Entry:
+class Entry(Record):
     """One line of review: a change, and everything it stands for when collapsed."""
 
-    change: Change
-    members: list[Change] = field(default_factory=list)   # the change itself first
+    __slots__ = ("change", "members")
+
+    def __init__(self, change: Change, members: list[Change] | None = None) -> None:
+        self.change = change
+        self.members = members if members is not None else []   # the change itself first
 
     @property
     def files(self) -> int:
@@ -48,12 +49,16 @@ class Entry:
         return len(self.members) > 1 or self.change.below is not None
 
 
-@dataclass
-class Groups:
-    project: list[Entry] = field(default_factory=list)
-    ignored: dict[str, list[Entry]] = field(default_factory=dict)  # by topmost ignored dir
-    git: list[Change] = field(default_factory=list)            # changes under .git
-    elsewhere: dict[str, list[Entry]] = field(default_factory=dict)
+class Groups(Record):
+    __slots__ = ("project", "ignored", "git", "elsewhere")
+
+    def __init__(self, project: list[Entry] | None = None,
+                 ignored: dict[str, list[Entry]] | None = None, git: list[Change] | None = None,
+                 elsewhere: dict[str, list[Entry]] | None = None) -> None:
+        self.project = project if project is not None else []
+        self.ignored = ignored if ignored is not None else {}   # by topmost ignored dir
+        self.git = git if git is not None else []               # changes under .git
+        self.elsewhere = elsewhere if elsewhere is not None else {}
 
     @property
     def project_files(self) -> int:

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.record import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 MAX_BYTES = 1 << 20     # larger files are not counted (git --stat calls them "Bin" too)
 
 
-@dataclass(frozen=True)
-class Count:
-    added: int
-    removed: int
-    binary: bool = False
+class Count(Value):
+    __slots__ = ("added", "removed", "binary")
+    added: Final[int]
+    removed: Final[int]
+    binary: Final[bool]
+
+    def __init__(self, added: int, removed: int, binary: bool = False) -> None:
+        self.added = added
+        self.removed = removed
+        self.binary = binary
 
 
 def count(change: Change) -> Count:

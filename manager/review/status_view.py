@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from manager.changes import meta
@@ -14,9 +13,14 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.git.view import GitView
 from manager.git.view import RefChange
+from manager.record import Value
 from manager.review import lines as lines_mod
 from manager.review.grouping import Entry
 from manager.review.grouping import Groups
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Final
 
 COLOUR = {Kind.ADDED: "green", Kind.MODIFIED: "yellow", Kind.MODE: "yellow",
           Kind.XATTRS: "yellow", Kind.DELETED: "red", Kind.REPLACED: "blue"}
@@ -28,11 +32,16 @@ LIST_OUTSIDE = 3       # an outside group with at most this many entries is list
 Paint = Callable[[str, str], str]
 
 
-@dataclass(frozen=True)
-class Totals:
-    files: int
-    added: int | None      # None: not counted (too many files)
-    removed: int | None
+class Totals(Value):
+    __slots__ = ("files", "added", "removed")
+    files: Final[int]
+    added: Final[int | None]      # None: not counted (too many files)
+    removed: Final[int | None]
+
+    def __init__(self, files: int, added: int | None, removed: int | None) -> None:
+        self.files = files
+        self.added = added
+        self.removed = removed
 
 
 def totals(entries: list[Entry]) -> Totals:

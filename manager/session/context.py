@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from manager import config as config_mod
 from manager.config import Config
 from manager.engines import registry
-from manager.engines.base import Engine
 from manager.errors import WorkspaceError
+from manager.record import Record
 from manager.session import store
 from manager.session.store import Session
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Any
+
+    from manager.engines.base import Engine
 
 
 def find_project(start: Path) -> Path:
@@ -25,10 +29,12 @@ def find_project(start: Path) -> Path:
     return start
 
 
-@dataclass
-class Context:
-    project: Path
-    config: Config
+class Context(Record):
+    __slots__ = ("project", "config")
+
+    def __init__(self, project: Path, config: Config) -> None:
+        self.project = project
+        self.config = config
 
     @classmethod
     def load(cls, project: str | None = None, flags: dict[str, Any] | None = None) -> Context:

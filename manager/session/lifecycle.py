@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from manager import config
 from manager.engines import procs
 from manager.engines import registry
-from manager.engines.base import LeavesContainers
+from manager.engines.base import leaves_containers
 from manager.errors import WorkspaceError
 from manager.session import health
 from manager.session import store
@@ -20,6 +20,7 @@ from manager.session.store import Session
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from manager.engines.base import LeavesContainers
     from manager.engines.container_cli import Labelled
 
 
@@ -95,7 +96,7 @@ def _sweep_containers(report: GcReport, stale: dict[str, Context], dry_run: bool
     """
     for name in registry.CONTAINER_ENGINES:
         engine = registry.make(name, config.load(None))
-        if not isinstance(engine, LeavesContainers):
+        if not leaves_containers(engine):
             continue
         for found in engine.labelled():
             try:

@@ -10,41 +10,47 @@ Layout::
 
 from __future__ import annotations
 
-import hashlib
-import json
+import importlib
 import os
 import time
-from dataclasses import asdict
-from dataclasses import dataclass
-from dataclasses import field
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
+from manager import fastjson
 from manager import versioning
 from manager.errors import StateError
 from manager.fsutil import locked
 from manager.fsutil import write_json_atomic
+from manager.record import Record
 from manager.session import paths
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Any
 
 RECORD = "session.json"
 LOCK = "lock"
 SANDBOX = "sandbox"
 
 
-@dataclass
-class Session:
-    id: str
-    project: str
-    engine: str
-    engine_source: str = "default"
-    origin: str = "cli"
-    created: float = field(default_factory=time.time)
-    updated: float = field(default_factory=time.time)
-    client_pid: int | None = None
-    client_start: int | None = None
-    notes: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+class Session(Record):
+    __slots__ = ("id", "project", "engine", "engine_source", "origin", "created", "updated",
+                 "client_pid", "client_start", "notes", "extra")
+
+    def __init__(self, id: str, project: str, engine: str, engine_source: str = "default",
+                 origin: str = "cli", created: float | None = None, updated: float | None = None,
+                 client_pid: int | None = None, client_start: int | None = None,
+                 notes: list[str] | None = None, extra: dict[str, Any] | None = None) -> None:
+        self.id = id
+        self.project = project
+        self.engine = engine
+        self.engine_source = engine_source
+        self.origin = origin
+        self.created = created if created is not None else time.time()
+        self.updated = updated if updated is not None else time.time()
+        self.client_pid = client_pid
+        self.client_start = client_start
+        self.notes = notes if notes is not None else []
+        self.extra = extra if extra is not None else {}
 
     @property
     def dir(self) -> Path:
@@ -97,7 +103,7 @@ def exists(session_id: str) -> bool:
 def load(session_id: str) -> Session:
     path = session_dir(session_id) / RECORD
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = fastjson.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StateError(f"no session {session_id!r}", hint="`workspace sessions` lists them") from None
     except (OSError, ValueError) as exc:
@@ -110,7 +116,7 @@ def load(session_id: str) -> Session:
 
 
 def _from_dict(raw: Any, path: Path) -> Session:
-    names = {f.name for f in fields(Session)}
+    names = set(Session.FIELDS)
     if not isinstance(raw, dict) or not {"id", "project", "engine"} <= raw.keys():
         raise StateError(
             f"session record {path} is malformed (missing id/project/engine); nothing was changed")
@@ -122,7 +128,7 @@ def _from_dict(raw: Any, path: Path) -> Session:
 
 def save(session: Session) -> None:
     session.updated = time.time()
-    write_json_atomic(session.dir / RECORD, versioning.stamp("session", asdict(session)))
+    write_json_atomic(session.dir / RECORD, versioning.stamp("session", session.as_dict()))
 
 
 def list_sessions() -> tuple[list[Session], list[StateError]]:
@@ -164,14 +170,28 @@ def _make_writable(root: Path) -> None:
 
 
 def _pointer_path(project: Path) -> Path:
-    key = hashlib.sha256(str(project).encode()).hexdigest()[:16]
+    key = _sha256_hex(str(project).encode())[:16]
     return paths.projects_dir() / f"{key}.json"
+
+
+def _sha256_hex(data: bytes) -> str:
+    """``hashlib.sha256(data).hexdigest()``, from CPython's built-in sha256 when it has one
+    (3.11 ``_sha256``, 3.12 ``_sha2``): hashlib loads OpenSSL, ~3 ms of every command."""
+    for name in ("_sha256", "_sha2"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return str(module.sha256(data).hexdigest())
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def current_id(project: Path) -> str | None:
     path = _pointer_path(project)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = fastjson.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -196,7 +216,7 @@ def _refuse_newer_pointer(project: Path) -> None:
     """A pointer a newer workspace wrote stays as it is (an unreadable one may be replaced)."""
     path = _pointer_path(project)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = fastjson.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
     versioning.check("pointer", raw, path)
