@@ -238,9 +238,7 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
     project = walk.project
     dir_in_project = is_within(real_dir, project)
     try:
-        with os.scandir(upper_fd) as found:
-            entries = list(found)   # in directory order: read_changes sorts them all
-        for entry in entries:
+        for entry in _entries(upper_fd):
             name = entry.name
             real = _child(real_dir, name)
             # Below an added or opaque directory the real tree is hidden: all is new.
@@ -249,12 +247,20 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
                    dir_in_project or real == project)
             if walk.on_found is not None:
                 walk.tell()
-    except OSError:
-        return
     finally:
         os.close(upper_fd)
         if real_fd is not None:
             os.close(real_fd)
+
+
+def _entries(directory: int) -> list[os.DirEntry[str]]:
+    """An upper directory's entries, in directory order (read_changes sorts them all);
+    none when it cannot be listed. Errors about one entry are not swallowed here."""
+    try:
+        with os.scandir(directory) as found:
+            return list(found)
+    except OSError:
+        return []
 
 
 def _open_real(path: str) -> int | None:
