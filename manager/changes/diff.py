@@ -143,7 +143,7 @@ def _read_nofollow(path: str, size: int) -> bytes:
         while len(chunks[-1]) == want:
             want = max(size, 1 << 16)
             chunks.append(os.read(fd, want))
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

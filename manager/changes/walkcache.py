@@ -4,9 +4,9 @@ Like git's index and untracked cache: a result is reused only while the stat dat
 it was read from is unchanged. A modified file's verdict (kind, special bits, owner)
 is keyed by both its upper and its real entry's inode, mode, size and times; a new
 directory's file count by the directory's (its entries cannot change without its
-change time moving). Entries changed within the
-last ``RACY_NS`` are not recorded: a timestamp's granularity could hide a second
-change in the same tick (git's "racily clean" entries).
+change time moving). Entries changed within the last ``RACY_NS`` are not recorded: a
+timestamp's granularity could hide a second change in the same tick (git's "racily
+clean" entries).
 
 The record lives in the session's state directory, which sandboxed commands cannot
 write (their writes land in the upper layer) and the agent's own file tools are
@@ -86,4 +86,3 @@ def _load(path: str, header: Any) -> dict[str, Any]:
             and found[1] == header and isinstance(found[2], dict)):
         return {}
     return found[2]
-

@@ -161,6 +161,9 @@ def _ignored_tops(project: Path, entries: list[Entry], ignores: IgnoreQuery) -> 
     return result
 
 
+_GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
+
+
 class IgnoreQuery:
     """Which changed paths (and their ancestor directories, absolute, in the project) the
     project's own ignore rules ignore: git's, in a git project.
@@ -177,19 +180,19 @@ class IgnoreQuery:
         self.git_dir = str(project / ".git")
         self.asked: dict[str, bytes] = {}     # absolute path -> what git was asked
         self.ancestors: set[str] = set()
+        self._env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: list[bytes] = []
         self._reader: threading.Thread | None = None
-        if (project / ".git").exists():
+        if os.path.exists(self.git_dir):
             self._start(project)
 
     def _start(self, project: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         # --no-index: check-ignore consults the index per path otherwise, seconds for
         # thousands; tracked files (never ignored, as in git) are taken out at the end.
         try:
             self._proc = subprocess.Popen(
-                [*_GIT, "check-ignore", "--no-index", "--stdin", "-z"], cwd=project, env=env,
+                [*_GIT, "check-ignore", "--no-index", "--stdin", "-z"], cwd=project, env=self._env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
             return
@@ -241,7 +244,7 @@ class IgnoreQuery:
         if proc.wait() not in (0, 1) or not self._output:
             return set()
         hits = {p.rstrip(b"/") for p in self._output[0].split(b"\0") if p}
-        hits -= _tracked(Path(self.top), hits) if hits else set()
+        hits -= _tracked(self.top, self._env, hits) if hits else set()
         return {p for p, rel in self.asked.items() if rel in hits}
 
     def _stop(self) -> None:
@@ -251,13 +254,9 @@ class IgnoreQuery:
         self._proc = None
 
 
-_GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
-
-
-def _tracked(project: Path, among: set[bytes]) -> set[bytes]:
+def _tracked(project: str, env: dict[str, str], among: set[bytes]) -> set[bytes]:
     """Which of ``among`` (relative paths) the index tracks (with a few, asking only
     about them: a large index lists slowly)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     ask = ["--", *sorted(os.fsdecode(p) for p in among)] if len(among) <= 100 else []
     try:
         proc = subprocess.run([*_GIT, "--literal-pathspecs", "ls-files", "-z", *ask],
