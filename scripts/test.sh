@@ -1,9 +1,12 @@
 #!/bin/bash
-# Run the whole test suite (after scripts/setup.sh). As root, then run the tests marked `as_user`
-# (the engine behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) a
-# second time as an ordinary account, $WORKSPACE_TEST_USER (default wstest, made by
-# scripts/setup.d/60-testuser.sh; set it empty for the root run alone). Extra arguments go to both
-# pytest runs. Exit status: 0 only when every run passed; a run that collects nothing fails.
+# Run the whole test suite (after scripts/setup.sh). As root, the tests marked `as_user` (the engine
+# behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) also run as an
+# ordinary account, $WORKSPACE_TEST_USER (default wstest, made by scripts/setup.d/60-testuser.sh; set
+# it empty for the root run alone). The two passes run side by side (they mostly wait on engines:
+# one pass keeps a core about two-thirds busy); the tests marked `alone` (they stop dockerd, which
+# both passes use) run by themselves afterwards. Extra arguments go to every pytest run. Exit
+# status: 0 only when every run passed; a run that collects nothing fails (the `alone` run may
+# select nothing, when the arguments name other tests).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -25,11 +28,12 @@ record() {   # NAME EXIT LOG
     summaries+=("${line:-no pytest summary (exit $2): see the output above}")
 }
 
-run_as_root_or_self() {
-    local started=$SECONDS rc
+run_as_root_or_self() {   # WHAT [PYTEST ARGS...]
+    local what=$1 started=$SECONDS rc
+    shift
     .venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/first.log"
     rc=${PIPESTATUS[0]}
-    record "$(id -un) (all tests, $((SECONDS - started)) s)" "$rc" "$logs/first.log"
+    record "$(id -un) ($what, $((SECONDS - started)) s)" "$rc" "$logs/first.log"
 }
 
 # The outermost directory above the checkout that $user cannot enter (e.g. /root), or nothing.
@@ -76,15 +80,17 @@ user_blocked() {
              "under a private directory, e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
 }
 
-run_as_user() {
-    local started=$SECONDS rc uid home basetemp why var
+# Start the ordinary user's pass in the background (its output goes to its log, shown when it
+# ends: see finish_as_user), or record why it cannot run.
+start_as_user() {
+    local uid home basetemp why var
     why=$(user_blocked)
     if [[ -n $why ]]; then
         printf 'test.sh: cannot run the tests as %s: %s.\n' "$user" "$why" >&2
         printf 'test.sh: run scripts/setup.sh (its step 60-testuser makes the account), or set\n' >&2
         printf '         WORKSPACE_TEST_USER= for the root run alone.\n' >&2
         names+=("$user") codes+=(1) summaries+=("not run: $why")
-        return
+        return 1
     fi
     uid=$(id -u "$user")
     home=$(getent passwd "$user" | cut -d: -f6)
@@ -97,17 +103,46 @@ run_as_user() {
             CI | PYTHONPATH | CLAUDE_BIN | TRY_TEST_SCRIPTS | WORKSPACE_* | WS_TEST_*) env+=("$var=${!var}") ;;
         esac
     done
-    echo "==> as $user: the engine, CLI and plugin tests (basetemp $basetemp)"
-    with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" -m pytest \
-        -p no:cacheprovider --basetemp "$basetemp" -m as_user "$@" 2>&1 | tee "$logs/user.log"
-    rc=${PIPESTATUS[0]}
-    record "$user (tests marked as_user, $((SECONDS - started)) s)" "$rc" "$logs/user.log"
-    ((rc != 0)) || rm -rf "$basetemp"
+    echo "==> as $user, alongside: the engine, CLI and plugin tests (basetemp $basetemp; log $logs/user.log)"
+    user_started=$SECONDS
+    (
+        with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" \
+            -m pytest -p no:cacheprovider --basetemp "$basetemp" -m as_user --alone=without "$@" \
+            >"$logs/user.log" 2>&1
+        echo $? >"$logs/user.rc"
+        [[ $(<"$logs/user.rc") != 0 ]] || rm -rf "$basetemp"
+    ) &
+    user_pid=$!
 }
 
-run_as_root_or_self "$@"
+finish_as_user() {
+    wait "$user_pid"
+    echo "==> as $user: the engine, CLI and plugin tests"
+    cat "$logs/user.log"
+    record "$user (tests marked as_user, $((SECONDS - user_started)) s)" "$(<"$logs/user.rc")" \
+        "$logs/user.log"
+}
+
+# The tests marked alone, as root, by themselves (none selected is not a failure here).
+run_alone() {
+    local started=$SECONDS rc
+    echo "==> alone: the tests that change the host for every other test"
+    .venv/bin/python -m pytest --alone=only "$@" 2>&1 | tee "$logs/alone.log"
+    rc=${PIPESTATUS[0]}
+    ((rc != 5)) || return 0
+    record "$(id -un) (tests marked alone, $((SECONDS - started)) s)" "$rc" "$logs/alone.log"
+}
+
 if [[ $(id -u) == 0 && -n $user ]]; then
-    run_as_user "$@"
+    if start_as_user "$@"; then
+        run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
+        finish_as_user
+    else
+        run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
+    fi
+    run_alone "$@"
+else
+    run_as_root_or_self "all tests" "$@"
 fi
 
 status=0

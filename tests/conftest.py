@@ -7,7 +7,8 @@ checks that nothing the test could have made changed in the real state
 directories (other processes on the machine may change them meanwhile).
 
 Also here: the ``as_user`` marker (what scripts/test.sh runs a second time as
-an ordinary user) and, in CI, every skip reported as a failure.
+an ordinary user), ``--alone`` (which runs select the tests marked ``alone``), and,
+in CI, every skip reported as a failure.
 """
 
 from __future__ import annotations
@@ -47,7 +48,16 @@ LISTING_LIMIT = 5000          # entries per real directory; ~/.claude can be lar
 CONTENT_LIMIT = 1 << 20       # bytes read from a changed file to see whose it is
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--alone", choices=("with", "without", "only"), default="with",
+        help="the tests marked alone (they change the host for every other test): run them "
+             "with the rest, leave them out, or run only them (scripts/test.sh runs the root "
+             "and the ordinary user's passes side by side, then these by themselves)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _select_alone(config, items)
     for item in items:
         if item.get_closest_marker("needs_root"):
             continue
@@ -55,6 +65,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & AS_USER_FIXTURES or any(d in path.parents for d in AS_USER_DIRS):
             item.add_marker(pytest.mark.as_user)
+
+
+def _select_alone(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.getoption("--alone")
+    if choice == "with":
+        return
+    keep = choice == "only"
+    dropped = [item for item in items if bool(item.get_closest_marker("alone")) != keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if bool(item.get_closest_marker("alone")) == keep]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -23,6 +23,7 @@ def _dockerd_pid() -> int | None:
 
 
 @pytest.mark.needs_root   # stops the host's dockerd
+@pytest.mark.alone        # ... which every other docker test, of either account, needs
 def test_daemon_stopped_mid_session(ws, project: Path, engine_name: str):
     if not (os.environ.get("CI") or os.environ.get("WS_TEST_STOP_DOCKERD")):
         pytest.skip("stops the host's dockerd: set WS_TEST_STOP_DOCKERD=1 (CI does)")
