@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 file``, ``2,048 files``: a number and its noun, as git words them."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
 COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "bold": "1", "dim": "2"}
 
 

@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
                    "versioning"},
     "claude": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "guardrails", "session",
                "versioning"},
-    "review": {"changes", "git", "record"},
+    "review": {"changes", "git", "record", "ui"},
     "commands": {"changes", "claude", "commit", "config", "engines", "errors", "git", "guardrails",
                  "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},

@@ -207,7 +207,8 @@ def pending_summary(session_id: str) -> str:
         return "Nothing is pending in the sandbox."
     shown = ", ".join(display_path(c, session.project_path) for c in found[:PENDING_SHOWN])
     more = f" and {len(found) - PENDING_SHOWN} more" if len(found) > PENDING_SHOWN else ""
-    return (f"{len(found)} change(s) are pending in the sandbox, not yet on the real "
+    are = "change is" if len(found) == 1 else "changes are"
+    return (f"{len(found):,} {are} pending in the sandbox, not yet on the real "
             f"filesystem: {shown}{more}. Commands keep seeing them; the user reviews with "
             "/workspace:status and /workspace:diff and applies with /workspace:commit.")
 

@@ -32,5 +32,5 @@ def take(args: argparse.Namespace) -> int:
         ui.out("nothing changed since the last checkpoint; none taken")
     else:
         ui.out(f"checkpoint {item['id']} ({item['commit'][:10]}): "
-               f"{item['files']} file(s), {item['lines']} line(s) changed")
+               f"{ui.count(item['files'], 'file')}, {ui.count(item['lines'], 'line')} changed")
     return 0

@@ -58,6 +58,6 @@ def _prune(target: Any, args: argparse.Namespace) -> int:
         ui.dump_json({"removed": report.removed, "size_before": report.size_before,
                       "size_after": report.size_after})
         return 0
-    ui.out(f"removed {len(report.removed)} stream(s); store "
+    ui.out(f"removed {ui.count(len(report.removed), 'stream')}; store "
            f"{report.size_before / 1e6:.1f} MB -> {report.size_after / 1e6:.1f} MB")
     return 0

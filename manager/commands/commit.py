@@ -115,8 +115,8 @@ def _conflicts(layers: list[Layer], changes: list[Change], selected: list[Change
 def _report(result: apply.CommitResult, history: history_mod.History | None,
             applied: history_mod.HistoryResult | None) -> None:
     if result.resumed:
-        ui.out(f"finished an interrupted commit: {len(result.resumed)} path(s) in place")
-    ui.out(f"committed {len(result.applied)} path(s)")
+        ui.out(f"finished an interrupted commit: {ui.count(len(result.resumed), 'path')} in place")
+    ui.out(f"committed {ui.count(len(result.applied), 'path')}")
     git_dir = history.repo.git_dir if history is not None else None
     held = set(history.flagged) if history is not None else set()
     for path in result.skipped:
@@ -161,7 +161,7 @@ def _report_history(applied: history_mod.HistoryResult, history: history_mod.His
                         f"commits are on {short}", "yellow"))
         ui.out(f"     merge them: git merge {short}   (or rebase: git rebase {name} {short})")
     if history.kept:
-        ui.out(f"git: {len(history.kept)} file(s) of those commits stay on that branch, "
-               "not in the work tree")
+        ui.out(f"git: {ui.count(len(history.kept), 'file')} of those commits "
+               f"{'stays' if len(history.kept) == 1 else 'stay'} on that branch, not in the work tree")
     for problem in applied.problems:
         ui.err(ui.paint(f"  git: {problem}", "red"))

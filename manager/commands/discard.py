@@ -34,5 +34,5 @@ def discard(args: argparse.Namespace) -> int:
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:
-        ui.out(f"discarded {len(dropped)} change(s)")
+        ui.out(f"discarded {ui.count(len(dropped), 'change')}")
     return 0

@@ -34,7 +34,7 @@ def gc(args: argparse.Namespace) -> int:
     for session_id in report.removed:
         ui.out(f"{verb} {session_id} (no pending changes)")
     for session_id, pending in report.kept:
-        ui.out(f"kept {session_id}: {pending} pending change(s); review with "
+        ui.out(f"kept {session_id}: {ui.count(pending, 'pending change')}; review with "
                f"`workspace status --session {session_id}`, then commit or discard")
     for ctr in report.containers:
         ui.out(f"{verb} container {ctr['name']} ({ctr['engine']}, {ctr['reason']}: "

@@ -28,7 +28,7 @@ def rewind(args: argparse.Namespace) -> int:
     if args.json:
         ui.dump_json({"session": target.session_id, **result.as_json()})
         return 0
-    ui.out(f"rewound to checkpoint {result.rewound_to} ({result.paths} path(s) restored)")
+    ui.out(f"rewound to checkpoint {result.rewound_to} ({ui.count(result.paths, 'path')} restored)")
     if result.undo is not None:
         ui.out(ui.paint(f"  (undo with `workspace rewind {result.undo}`)", "dim"))
     return 0

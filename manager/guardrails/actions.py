@@ -130,7 +130,8 @@ def _prompt(target: Target, payload: Payload) -> Outcome:
     others = checkpoints.others_on_base(shadow, target.session_id, snap.head)
     if not others:
         return QUIET
-    text = (f"workspace: session(s) {', '.join(others)} hold uncommitted checkpoints on the "
+    who = f"session {others[0]} holds" if len(others) == 1 else f"sessions {', '.join(others)} hold"
+    text = (f"workspace: {who} uncommitted checkpoints on the "
             f"same base commit {snap.head[:10] if snap.head else ''}; their work may overlap "
             "with this session's")
     return Outcome(notice=text, context=text)

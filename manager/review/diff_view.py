@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager import ui
 from manager.changes import diff as diff_mod
 from manager.changes.display import display_path
 from manager.changes.model import Change
@@ -36,11 +37,12 @@ def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], 
         shown.extend(c for entries in groups.ignored.values() for e in entries for c in e.members)
     else:
         if git.hidden:
-            notes.append(f"{len(git.hidden):,} file(s) under .git not shown "
+            notes.append(f"{ui.count(len(git.hidden), 'file')} under .git not shown "
                          "(objects, logs, index): workspace status shows what they mean")
         for label, entries in groups.ignored.items():
             files = sum(e.files for e in entries)
-            notes.append(f"{label}: {files:,} ignored file(s) not shown (workspace diff {label})")
+            notes.append(f"{label}: {ui.count(files, 'ignored file')} not shown "
+                         f"(workspace diff {label})")
     for entries in groups.elsewhere.values():
         for entry in entries:
             if entry.change.below is None:
@@ -75,7 +77,7 @@ def stat_lines(changes: list[Change], project: Path) -> list[str]:
         else:
             total = counted.added + counted.removed
             out.append(f" {name.ljust(width)} | {total:5} {_bar(counted)}")
-    out.append(f" {len(rows)} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)")
+    out.append(_stat_summary(len(rows), added, removed))
     return out
 
 
@@ -94,3 +96,13 @@ def name_lines(changes: list[Change], project: Path) -> list[str]:
 def full(changes: list[Change], project: Path, colour: bool) -> Iterator[str]:
     """The diff's lines, made as they are written."""
     return diff_mod.stream(changes, project, color=colour)
+
+
+def _stat_summary(files: int, added: int, removed: int) -> str:
+    """git's last ``--stat`` line: a zero count is left out unless both are zero."""
+    text = f" {ui.count(files, 'file')} changed"
+    if added or not removed:
+        text += f", {ui.count(added, 'insertion')}(+)"
+    if removed or not added:
+        text += f", {ui.count(removed, 'deletion')}(-)"
+    return text

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from manager import ui
 from manager.changes import meta
 from manager.changes.display import display_path
 from manager.changes.model import Change
@@ -59,7 +60,7 @@ def totals(entries: list[Entry]) -> Totals:
 
 def summary_line(groups: Groups, counted: Totals) -> str:
     lines = "" if counted.added is None else f" (+{counted.added} -{counted.removed} lines)"
-    parts = [f"{_n(counted.files, 'file')} changed in the project{lines}"]
+    parts = [f"{ui.count(counted.files, 'file')} changed in the project{lines}"]
     if groups.ignored:
         parts.append(f"{groups.ignored_files:,} ignored")
     if groups.elsewhere:
@@ -76,22 +77,23 @@ def long_form(groups: Groups, git: GitView, project: Path, paint: Paint,
         out.append("")
     out.extend(git_lines(git, paint, expand))
     if groups.ignored:
-        out.append(f"Ignored by the project's rules ({_n(groups.ignored_files, 'file')}):")
+        out.append(f"Ignored by the project's rules ({ui.count(groups.ignored_files, 'file')}):")
         for label, entries in groups.ignored.items():
             if expand:
                 out.extend(_entry_line(e, project, paint) for e in entries)
             else:
                 files = sum(e.files for e in entries)
-                out.append(paint(f"  {label} ({_n(files, 'file')})", "dim"))
+                out.append(paint(f"  {label} ({ui.count(files, 'file')})", "dim"))
         out.append("")
     if groups.elsewhere:
-        out.append(f"Changes elsewhere on the system ({_n(groups.elsewhere_files, 'file')}):")
+        out.append(f"Changes elsewhere on the system ({ui.count(groups.elsewhere_files, 'file')}):")
         for label, entries in groups.elsewhere.items():
             if expand or len(entries) <= LIST_OUTSIDE:
                 out.extend(_entry_line(e, project, paint) for e in entries)
             else:
                 files = sum(e.files for e in entries)
-                out.append(f"  {label}/ ({_n(files, 'file')} in {len(entries)} entries)")
+                out.append(f"  {label}/ ({ui.count(files, 'file')} in "
+                           f"{ui.count(len(entries), 'entry', 'entries')})")
         out.append("")
     return out
 
@@ -122,14 +124,14 @@ def git_lines(git: GitView, paint: Paint, expand: bool) -> list[str]:
     if git.head:
         out.append(f"  HEAD: now {git.head[1]} (was {git.head[0]})")
     if git.stash_added:
-        out.append(f"  stash: {_n(git.stash_added, 'new entry', 'new entries')}")
+        out.append(f"  stash: {ui.count(git.stash_added, 'new entry', 'new entries')}")
     for change in git.flagged:
         out.append(paint(f"  security-relevant: {change.kind.value} {change.path.name}"
                          f" ({change.path})", "red"))
     if git.hidden and expand:
         out.extend(f"  {c.kind.value + ':':10} {c.path}" for c in git.hidden)
     elif git.hidden and not (git.refs or git.head or git.stash_added):
-        out.append(paint(f"  {_n(len(git.hidden), 'internal file')} changed "
+        out.append(paint(f"  {ui.count(len(git.hidden), 'internal file')} changed "
                          "(objects, logs, index: --all lists them)", "dim"))
     out.append("")
     return out
@@ -145,14 +147,14 @@ def _ref_text(ref: RefChange) -> str:
     if ref.kind == "stash":
         return "stash changed"
     if ref.old is None:
-        extra = f", {_n(len(ref.commits) + ref.more, 'new commit')}" if ref.kind == "branch" else ""
+        extra = f", {ui.count(len(ref.commits) + ref.more, 'new commit')}" if ref.kind == "branch" else ""
         return f"{ref.kind} created: {name} at {ref.new[:7] if ref.new else '?'}{extra}"
     if ref.new is None:
         return f"{ref.kind} deleted: {name} (was {ref.old[:7]})"
     count = len(ref.commits) + ref.more
     how = "" if ref.fast_forward else f" (rewritten: was {ref.old[:7]}, not an ancestor)"
     if ref.kind == "branch" and count:
-        return f"{_n(count, 'new commit')} on {name}{how}"
+        return f"{ui.count(count, 'new commit')} on {name}{how}"
     return f"{ref.kind} moved: {name} {ref.old[:7]} -> {ref.new[:7]}{how}"
 
 
@@ -198,12 +200,8 @@ def _type_note(change: Change) -> str:
 def _label(entry: Entry, project: Path) -> str:
     text = display_path(entry.change, project)
     if entry.collapsed:
-        text += f" ({_n(entry.files, 'file')})"
+        text += f" ({ui.count(entry.files, 'file')})"
     return text
-
-
-def _n(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count:,} {word if count == 1 else plural or word + 's'}"
 
 
 def as_changes(groups: Groups) -> list[Change]:

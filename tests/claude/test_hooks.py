@@ -265,7 +265,7 @@ def test_session_end_releases_and_keeps_changes(claude: Claude) -> None:
     assert holder_pid(sandbox) is None
     answer = claude.start("resume")
     context = answer.spec["additionalContext"]
-    assert "1 change(s) are pending" in context and "kept.txt" in context
+    assert "1 change is pending" in context and "kept.txt" in context
     assert claude.bash("cat kept.txt").stdout == "keep\n"
 
 
@@ -273,7 +273,7 @@ def test_clear_continues_the_same_sandbox(claude: Claude) -> None:
     claude.start()
     claude.bash("echo a > a.txt")
     claude.session_id = "sess-2"
-    assert "1 change(s)" in claude.start("clear").spec["additionalContext"]
+    assert "1 change is pending" in claude.start("clear").spec["additionalContext"]
     assert claude.bash("cat a.txt").stdout == "a\n"
     assert not store.exists("sess-2")
 

@@ -111,7 +111,7 @@ def test_stop_and_resume_report_pending_changes(claude_env: ClaudeEnv, project_d
     second = claude_env.resume(first.session_id, project_dir, ["again"], plugin_dir=REPO,
                                env=ENV)
     text = all_text(second)
-    assert "1 change(s) are pending" in text and "one.txt" in text, second.describe()
+    assert "1 change is pending" in text and "one.txt" in text, second.describe()
 
 
 PERMISSION_CASES = [

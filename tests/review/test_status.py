@@ -119,3 +119,16 @@ def test_a_recorded_review_never_shows_a_stale_verdict(
     assert "b.py" not in out and "added:     gen/ (3 files)" in out
     (repo / "b.py").write_text("x = 3\n")              # the user edits the real file
     assert "modified:  b.py" in ws("status", check=True).stdout
+
+
+@pytest.mark.parametrize("script", ["echo four >> a.py", "rm b.py",
+                                    "echo four >> a.py; rm b.py; printf 'y\\n' > c.py"])
+def test_diff_stat_ends_with_gits_summary_line(
+        repo: Path, ws: Runner, sandboxed: Runner, script: str) -> None:
+    """The totals line is git's, word for word: plurals, and a zero count left out."""
+    sandboxed(script)
+    ours = ws("diff", "--stat", check=True).stdout.splitlines()[-1]
+    ws("commit", check=True)
+    git(repo, "add", "-A")
+    theirs = git(repo, "diff", "--cached", "--stat", "HEAD").splitlines()[-1]
+    assert ours.strip() == theirs.strip()
