@@ -13,20 +13,28 @@ exactly the same files. Writes go straight into the session's upper directory
 Exit status: 0 when status and diff are within 2x of git status (the issue's target).
 
 Also timed: ``git diff`` in the baseline (what diff is fairly compared with: git's own
-diff of the 5,000 files costs 8-10x its status), and status with no review record (the
-first review after the files changed; see manager/changes/walkcache.py).
+diff of the 5,000 files costs 8-10x its status), status with no review record (the
+first review after the files changed; see manager/changes/walkcache.py), and the
+fixed cost of any review: ``python -c pass`` and status of a session with nothing
+pending.
 
 Measured here (2 cores, a VM whose syscalls cost 4-6 us; ratios from one run):
 - before issue 12's work: status 8.1-8.9x, diff 17.5-19.2x git status;
 - string walk, one check-ignore, streamed diff: status 6.1x, diff 7.9x;
 - the review record, counting by name, lookups from open directories, check-ignore
-  during the walk, no dataclasses/typing/json at start-up: status 4.5x (no record
-  6.4x), diff 7.5x git status = 0.86x git diff (git status 0.069 s, status 0.309 s).
-Not within 2x, and not reachable by a walk that stats: status must lstat each changed
-entry on both sides (10,000 lstats, 45-60 ms here, about what git status takes in all,
-with git's 10 threads), and Python's start is ~20 ms. Closing the gap needs the upper
-side's stats skipped soundly (a watcher in the session that records which upper
-directories changed since the last review) or a compiled walker.
+  during the walk, no dataclasses/typing/json at start-up: status 4.5-5.2x (no record
+  6.4-8.2x), diff 7.5-8.2x git status = 0.80-0.86x git diff;
+- the fixed cost (15:16 UTC, 2026-11-26): git status 0.060 s, python -c pass 0.022 s
+  (0.36x), status with nothing pending 0.107 s (1.78x), status 0.314 s (5.2x).
+Not within 2x, and not reachable by a command that starts Python and stats: a status
+with nothing to show already spends 1.8x of git's whole time at 100,000 files (the
+interpreter 22 ms; imports, mostly the standard library's argparse, pathlib, subprocess,
+enum and re, about 40 ms; the session's load and the engine's scaffold the rest), and
+the per-change part must lstat each changed entry on both sides (10,000 lstats, 45-60 ms
+here, about what git status takes in all, with git's 10 threads). Reaching 2x needs a
+resident process: a watcher in the session that knows which upper and real directories
+changed since the last review, holding the review in memory (as git's fsmonitor daemon
+does for git), answered by a client much smaller than the CLI.
 """
 
 from __future__ import annotations
@@ -116,8 +124,12 @@ def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
     (work / "home").mkdir()
     cli = [sys.executable, "-m", "manager"]
     sh(*cli, "run", "--", "true", cwd=project, env=env)
+    sessions = list((work / "state" / "workspace" / "sessions").iterdir())
+    # The fixed cost of a review: status of a session with nothing pending.
+    quiet = work / "quiet"
+    make_repo(quiet, 1)
+    sh(*cli, "run", "--", "true", cwd=quiet, env=env)
     try:
-        sessions = list((work / "state" / "workspace" / "sessions").iterdir())
         upper = sessions[0] / "sandbox" / "upperdir" / str(project).lstrip("/")
         fill(upper, tracked, new, ignored)
         total = tracked + new + ignored
@@ -126,6 +138,8 @@ def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
         # Let the files settle (entries changed in the last 2 s are never recorded).
         time.sleep(2.5)
         record = sessions[0] / "review.cache"
+        python = timed([sys.executable, "-c", "pass"], quiet, env, runs)
+        empty = timed([*cli, "status", "--no-pager"], quiet, env, runs)
         git = timed(["git", "status"], baseline, env, runs)
         git_diff = timed(["git", "diff"], baseline, env, runs)
         first = timed([*cli, "status", "--no-pager"], project, env, runs, forget=record)
@@ -133,8 +147,11 @@ def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
         diff = timed([*cli, "diff", "--no-pager"], project, env, runs)
     finally:
         # Stops the session's holder, which would otherwise outlive the work directory.
-        subprocess.run([*cli, "discard", "--yes"], cwd=project, env=env, capture_output=True)
+        for top in (project, quiet):
+            subprocess.run([*cli, "discard", "--yes"], cwd=top, env=env, capture_output=True)
     print(f"  git status                    {git:8.3f}")
+    print(f"  python -c pass                {python:8.3f}  {python / git:5.2f}x")
+    print(f"  workspace status, no changes  {empty:8.3f}  {empty / git:5.2f}x   (the fixed cost)")
     print(f"  git diff                      {git_diff:8.3f}  {git_diff / git:5.2f}x git status")
     print(f"  workspace status, no record   {first:8.3f}  {first / git:5.2f}x")
     print(f"  workspace status              {status:8.3f}  {status / git:5.2f}x")
