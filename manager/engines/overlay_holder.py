@@ -110,6 +110,7 @@ class Builder:
         self.real_prefix = ""   # where the real filesystem is, once the holder has chrooted
         self.rebase(sandbox)
         self.log: list[str] = []
+        self.logged = 0          # lines of ``log`` already in mount.log
         self.mounts: list[str] = []
         self.binds: list[str] = []
         self.scaffold: list[str] = []
@@ -599,6 +600,7 @@ class Sync:
                 del self.pending[level]
         if builder.scaffold:
             _record_scaffold(builder.sandbox, builder.scaffold)
+        _append_log(builder, session_fd)
         if not failure:
             return ""
         print(f"cannot bring {', '.join(sorted(self.pending))} up to date: {failure}", file=sys.stderr,
@@ -677,6 +679,23 @@ def _watch_class() -> type[Watch]:
 
     cls: type[Watch] = overlay_watch.Watch
     return cls
+
+
+def _append_log(builder: Builder, session_fd: int, first: bool = False) -> None:
+    """What the build (``first``: a new mount.log) or a refresh since logged, in mount.log.
+    Through the session directory's descriptor: after the chroot it has no path here."""
+    lines = builder.log[builder.logged:]
+    if not (lines or first):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if first else os.O_APPEND)
+    try:
+        fd = os.open("mount.log", flags, 0o644, dir_fd=session_fd)
+    except OSError as exc:
+        print(f"cannot write mount.log: {exc}", file=sys.stderr, flush=True)
+        return
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as out:
+        out.write("".join(line + "\n" for line in lines))
+    builder.logged = len(builder.log)
 
 
 def _level_watch(log: list[str]) -> LevelWatch | None:
@@ -787,9 +806,9 @@ def main(argv: list[str]) -> int:
     watch = _watch(project, builder.log)
     if watch is not None:
         watch.add_socket_dirs(builder.socket_dirs())
-    (sandbox / "mount.log").write_text("".join(line + "\n" for line in builder.log))
-    _record_scaffold(sandbox, builder.scaffold)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
+    _append_log(builder, session_fd, first=True)
+    _record_scaffold(sandbox, builder.scaffold)
     real_root = os.open("/", os.O_PATH | os.O_DIRECTORY)
     os.chmod(builder.root, os.stat("/").st_mode & 0o7777)
     os.chroot(builder.root)

@@ -441,6 +441,22 @@ def test_outside_changes_in_a_snapshotted_directory_reach_the_next_call(account:
     assert _changes(account) == {str(level / "mine.txt"): "modified"}
 
 
+def test_what_a_refresh_cannot_show_is_written_to_mount_log(account: Account):
+    """A directory appears outside, in a snapshotted directory, that cannot be overlaid (a
+    ':' in its name separates overlayfs's layers): the call that brings the sandbox up to date
+    says so in mount.log, as the holder's first build does for what it cannot show."""
+    level, outer = _snapshotted_level(account)
+    first = account.ws("run", "--", "sh", "-c", f"ls {level}", outer=outer)
+    assert (first.returncode, first.stdout) == (0, "sub\n"), first.stderr
+    odd = level / "a:b"
+    odd.mkdir()
+    account.chown(odd)
+    seen = account.ws("run", "--", "sh", "-c", f"ls {level}")
+    assert (seen.returncode, seen.stdout) == (0, "a:b\nsub\n"), seen.stderr
+    log = (account.sandbox() / "mount.log").read_text()
+    assert f"{odd}: appeared after the sandbox started and cannot be shown" in log, log
+
+
 def test_parallel_calls_see_a_snapshotted_directory_that_keeps_changing(account: Account):
     """Calls ask for the latest state while others run and while files change outside: each
     one sees at least what was written before it started, none fails, the holder stays."""
