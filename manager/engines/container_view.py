@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from manager.changes.model import Layer
+from manager.engines.container_cli import ContainerCommandError
 from manager.engines.container_upper import UNSAFE_PATH_CHARS
 from manager.session.store import Session
 
@@ -57,14 +59,16 @@ def safe(path: str) -> bool:
     return not UNSAFE_PATH_CHARS & set(path)
 
 
-def wanted(project: str, in_userns: bool = False) -> list[str]:
+def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ()) -> list[str]:
     """$HOME and /tmp, when they are real directories the mounts can name, not in the
     project, and not in each other ($HOME in /tmp: /tmp's overlay holds it; nested
     upper dirs would overlap).
 
     ``in_userns`` (rootless podman mounts the overlays in a user namespace): the kernel
     refuses a lower directory with mounts below it there (EINVAL: they would be revealed),
-    so such a directory stays the image's, with a note.
+    so such a directory stays the image's, with a note. That includes one holding the
+    engine's ``storage`` (podman's default, ~/.local/share/containers/storage, is in
+    $HOME): the container's own files are mounted there as it starts.
     """
     found: list[str] = []
     for raw in (os.environ.get("HOME", ""), "/tmp"):
@@ -81,7 +85,25 @@ def wanted(project: str, in_userns: bool = False) -> list[str]:
                   "below it, which rootless podman cannot overlay; it is the image's",
                   file=sys.stderr)
             found.remove(path)
+        for path in [p for p in found if any(_within(s, p) for s in storage)]:
+            store = next(s for s in storage if _within(s, path))
+            print(f"workspace: {path} is not overlaid in this container: podman keeps its "
+                  f"containers' files below it ({store}), which rootless podman cannot overlay; "
+                  "it is the image's (to have it overlaid, move podman's storage out of it: "
+                  "rootless_storage_path in containers-storage.conf)", file=sys.stderr)
+            found.remove(path)
     return found
+
+
+def engine_storage(engine: Any) -> tuple[str, ...]:
+    """Where podman keeps its containers' files (graph and run roots); none when it cannot
+    say (the overlays are then tried as they are, and a failure shows podman's error)."""
+    try:
+        out = engine.client.run([engine.client.path(), "info", "--format",
+                                 "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"])
+    except (OSError, subprocess.SubprocessError, ContainerCommandError):
+        return ()
+    return tuple(os.path.realpath(line) for line in out.splitlines() if line.startswith("/"))
 
 
 def _mountinfo_texts() -> list[str]:
@@ -199,7 +221,8 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     """``run`` options with $HOME, /tmp and the CA files added (host mode)."""
     merged: dict[str, Any] = {key: list(value) if isinstance(value, list) else value
                               for key, value in options.items()}
-    targets = wanted(session.project, _in_userns(engine))
+    in_userns = _in_userns(engine)
+    targets = wanted(session.project, in_userns, engine_storage(engine) if in_userns else ())
     for item in overlaid(session, targets):
         extra = engine.mount_options(item.target, str(item.upper), str(item.work), calls)
         for key, value in extra.items():
