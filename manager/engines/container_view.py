@@ -27,6 +27,7 @@ from typing import Any
 from manager.changes.model import Layer
 from manager.engines.container_cli import ContainerCommandError
 from manager.engines.container_upper import UNSAFE_PATH_CHARS
+from manager.errors import EngineUnavailable
 from manager.session.store import Session
 
 UPPERS = "upperdir"          # upperdir/<absolute path>: the uppers of $HOME and /tmp
@@ -93,6 +94,19 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ())
                   "rootless_storage_path in containers-storage.conf)", file=sys.stderr)
             found.remove(path)
     return found
+
+
+def _refuse_a_project_holding(project: str, storage: tuple[str, ...]) -> None:
+    """A project holding podman's storage (a session started in $HOME) cannot be overlaid
+    under rootless podman: said plainly, not as podman's `invalid argument`."""
+    held = next((s for s in storage if _within(s, project)), None)
+    if held is not None:
+        raise EngineUnavailable(
+            f"{project} holds podman's own storage ({held}), where rootless podman mounts each "
+            "container's files: it cannot overlay it as the project",
+            "start the session in a project directory below it, choose another engine "
+            "(`engine: overlay`), or move podman's storage out of it (rootless_storage_path in "
+            "containers-storage.conf)")
 
 
 def engine_storage(engine: Any) -> tuple[str, ...]:
@@ -222,7 +236,9 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     merged: dict[str, Any] = {key: list(value) if isinstance(value, list) else value
                               for key, value in options.items()}
     in_userns = _in_userns(engine)
-    targets = wanted(session.project, in_userns, engine_storage(engine) if in_userns else ())
+    storage = engine_storage(engine) if in_userns else ()
+    _refuse_a_project_holding(session.project, storage)
+    targets = wanted(session.project, in_userns, storage)
     for item in overlaid(session, targets):
         extra = engine.mount_options(item.target, str(item.upper), str(item.work), calls)
         for key, value in extra.items():

@@ -41,9 +41,7 @@ def test_calls_work_with_podmans_storage_in_home(ws, project: Path, engine_name:
                                                   monkeypatch: pytest.MonkeyPatch):
     """$HOME is a real directory holding the storage podman uses (only read: writes land in
     the session's upper directory)."""
-    graph_root = subprocess.run(["podman", "info", "--format", "{{.Store.GraphRoot}}"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    home = Path(graph_root).parents[1]   # ~/.local/share by default: above containers/storage
+    home = _graph_root().parents[1]   # ~/.local/share by default: above containers/storage
     monkeypatch.setenv("HOME", str(home))
     proc = ws("run", "--", "sh", "-c", "echo hi > made.txt && test -d ~ && cat made.txt")
     assert (proc.returncode, proc.stdout) == (0, "hi\n"), proc.stderr
@@ -52,3 +50,25 @@ def test_calls_work_with_podmans_storage_in_home(ws, project: Path, engine_name:
     # running meanwhile (its files are mounted below $HOME then).
     noted = f"workspace: {home} is not overlaid in this container: "
     assert (noted in proc.stderr) == rootless_podman(), proc.stderr
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("engine_name", ["podman"], indirect=True)
+def test_a_project_holding_podmans_storage_is_refused_plainly(ws, engine_name: str):
+    """A session started in $HOME (its project then holds podman's storage): under rootless
+    podman, an error that says why and what to do, not podman's `invalid argument`."""
+    holder = _graph_root().parents[1]
+    proc = ws("run", "--", "true", cwd=holder)
+    if rootless_podman():
+        assert proc.returncode == 125, proc.stderr   # the sandbox failed: the command did not run
+        assert f"{holder} holds podman's own storage" in proc.stderr
+        assert "hint: start the session in a project directory below it" in proc.stderr
+        assert "invalid argument" not in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr   # rootful podman mounts it as root: no limit
+    ws("discard", "--yes", cwd=holder)
+
+
+def _graph_root() -> Path:
+    return Path(subprocess.run(["podman", "info", "--format", "{{.Store.GraphRoot}}"],
+                               capture_output=True, text=True, check=True).stdout.strip())
