@@ -196,11 +196,15 @@ class ContainerEngine:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
         Usually overlaid already (container_view); where not (volume mode, rootless podman,
-        $HOME in the project) it lives in the container and is discarded with it.
+        $HOME in the project) it lives in the container and is discarded with it. A project
+        below it is mounted there, but $HOME itself is then the container's own directory,
+        made by the runtime as root's: it is given to the caller too.
         """
+        from manager.engines import container_view
+
         home = os.environ.get("HOME", "")
-        project = session.project_path
-        if not home or home == "/" or _inside(Path(home), project) or _inside(project, Path(home)):
+        if not home or home == "/" or _inside(Path(home), session.project_path) \
+                or os.path.realpath(home) in container_view.visible(session):
             return
         uid_gid = f"{os.getuid()}:{os.getgid()}"
         self.client.exec_root(name, ["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",

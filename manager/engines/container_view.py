@@ -264,3 +264,11 @@ def write_visible(session: Session, paths: list[str]) -> None:
     elsewhere on the host is not passed: it would name nothing, or the image's file)."""
     shown = [session.project, *paths]
     (session.sandbox / VISIBLE).write_text("".join(p + "\n" for p in shown))
+
+
+def visible(session: Session) -> list[str]:
+    """What :func:`write_visible` recorded for the session's container."""
+    try:
+        return (session.sandbox / VISIBLE).read_text().splitlines()
+    except FileNotFoundError:
+        return []

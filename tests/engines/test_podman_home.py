@@ -8,6 +8,7 @@ default rootless setup failed with podman's `invalid argument`.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -72,3 +73,17 @@ def test_a_project_holding_podmans_storage_is_refused_plainly(ws, engine_name: s
 def _graph_root() -> Path:
     return Path(subprocess.run(["podman", "info", "--format", "{{.Store.GraphRoot}}"],
                                capture_output=True, text=True, check=True).stdout.strip())
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("engine_name", ["podman-volume", "docker-volume"], indirect=True)
+def test_home_is_the_callers_when_the_project_is_in_it_and_it_is_not_overlaid(
+        ws, engine_name: str, monkeypatch: pytest.MonkeyPatch):
+    """Volume mode (and rootless podman's default) leaves $HOME to the container: with the
+    project below it, the runtime made it as root's, and tools could not write their caches
+    (pip, npm: `Permission denied`)."""
+    project = Path(os.environ["HOME"]) / "proj"
+    project.mkdir()
+    proc = ws("run", "--", "sh", "-c", "echo kept > ~/.tool-cache && cat ~/.tool-cache && "
+              "stat -c %u ~", cwd=project)
+    assert (proc.returncode, proc.stdout) == (0, f"kept\n{os.getuid()}\n"), proc.stderr
