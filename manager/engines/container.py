@@ -124,13 +124,13 @@ class ContainerEngine:
                 container_upper.forget_births(session)
             options = container_upper.volume_options(session) if volume else \
                 self.mount_options(*container_upper.mount_paths(session))
-            options = self._view(session, options, volume)
+            options, overlaid = self._view(session, options, volume)
             started = self.client.start(image, name, labels,
                                         {**options, **self.identity(), **self.limits()})
             self._require_limits(started)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh)
-            self._make_home(name, session)
+            self._make_home(name, session, overlaid)
         start = procs.start_time(started.pid) if started.pid else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
         (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
@@ -183,16 +183,18 @@ class ContainerEngine:
                      f"`{self.cli} pull {image}` (workspace never pulls), or set container.image")
         return image
 
-    def _view(self, session: Session, options: dict[str, Any], volume: bool) -> dict[str, Any]:
-        """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths."""
+    def _view(self, session: Session, options: dict[str, Any],
+              volume: bool) -> tuple[dict[str, Any], list[str]]:
+        """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths.
+        Also the host directories overlaid besides the project."""
         from manager.engines import container_view
 
         if volume:   # the project alone
             container_view.write_visible(session, [])
-            return options
+            return options, []
         return container_view.add_view(self, session, options, str(session.sandbox / "calls"))
 
-    def _make_home(self, name: str, session: Session) -> None:
+    def _make_home(self, name: str, session: Session, overlaid: list[str]) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
 
         Usually overlaid already (container_view); where not (volume mode, rootless podman,
@@ -200,11 +202,9 @@ class ContainerEngine:
         below it is mounted there, but $HOME itself is then the container's own directory,
         made by the runtime as root's: it is given to the caller too.
         """
-        from manager.engines import container_view
-
         home = os.environ.get("HOME", "")
         if not home or home == "/" or _inside(Path(home), session.project_path) \
-                or os.path.realpath(home) in container_view.visible(session):
+                or os.path.realpath(home) in overlaid:
             return
         uid_gid = f"{os.getuid()}:{os.getgid()}"
         self.client.exec_root(name, ["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",

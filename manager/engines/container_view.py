@@ -86,8 +86,9 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ())
                   "below it, which rootless podman cannot overlay; it is the image's",
                   file=sys.stderr)
             found.remove(path)
-        for path in [p for p in found if any(_within(s, p) for s in storage)]:
-            store = next(s for s in storage if _within(s, path))
+        for path, store in [(p, _holding(p, storage)) for p in found]:
+            if store is None:
+                continue
             print(f"workspace: {path} is not overlaid in this container: podman keeps its "
                   f"containers' files below it ({store}), which rootless podman cannot overlay; "
                   "it is the image's (to have it overlaid, move podman's storage out of it: "
@@ -99,7 +100,7 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ())
 def _refuse_a_project_holding(project: str, storage: tuple[str, ...]) -> None:
     """A project holding podman's storage (a session started in $HOME) cannot be overlaid
     under rootless podman: said plainly, not as podman's `invalid argument`."""
-    held = next((s for s in storage if _within(s, project)), None)
+    held = _holding(project, storage)
     if held is not None:
         raise EngineUnavailable(
             f"{project} holds podman's own storage ({held}), where rootless podman mounts each "
@@ -107,6 +108,11 @@ def _refuse_a_project_holding(project: str, storage: tuple[str, ...]) -> None:
             "start the session in a project directory below it, choose another engine "
             "(`engine: overlay`), or move podman's storage out of it (rootless_storage_path in "
             "containers-storage.conf)")
+
+
+def _holding(path: str, storage: tuple[str, ...]) -> str | None:
+    """The first of the engine's ``storage`` roots at or below ``path``."""
+    return next((s for s in storage if _within(s, path)), None)
 
 
 def engine_storage(engine: Any) -> tuple[str, ...]:
@@ -231,8 +237,10 @@ def ca_env(files: list[str]) -> dict[str, str]:
     return {"SSL_CERT_FILE": files[0]}
 
 
-def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str) -> dict[str, Any]:
-    """``run`` options with $HOME, /tmp and the CA files added (host mode)."""
+def add_view(engine: Any, session: Session, options: dict[str, Any],
+             calls: str) -> tuple[dict[str, Any], list[str]]:
+    """``run`` options with $HOME, /tmp and the CA files added (host mode), and which of
+    $HOME and /tmp are overlaid."""
     merged: dict[str, Any] = {key: list(value) if isinstance(value, list) else value
                               for key, value in options.items()}
     in_userns = _in_userns(engine)
@@ -250,7 +258,7 @@ def add_view(engine: Any, session: Session, options: dict[str, Any], calls: str)
     if env:
         merged["envs"] = {**dict(merged.get("envs") or {}), **env}
     write_visible(session, [*targets, *files])
-    return merged
+    return merged, targets
 
 
 def _in_userns(engine: Any) -> bool:
@@ -264,11 +272,3 @@ def write_visible(session: Session, paths: list[str]) -> None:
     elsewhere on the host is not passed: it would name nothing, or the image's file)."""
     shown = [session.project, *paths]
     (session.sandbox / VISIBLE).write_text("".join(p + "\n" for p in shown))
-
-
-def visible(session: Session) -> list[str]:
-    """What :func:`write_visible` recorded for the session's container."""
-    try:
-        return (session.sandbox / VISIBLE).read_text().splitlines()
-    except FileNotFoundError:
-        return []
