@@ -80,8 +80,8 @@ user_blocked() {
              "under a private directory, e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
 }
 
-# Start the ordinary user's pass in the background (its output goes to its log, shown when it
-# ends: see finish_as_user), or record why it cannot run.
+# Start the ordinary user's pass in the background, setting user_pid (its output goes to its log,
+# shown when it ends: see finish_as_user), or record why it cannot run.
 start_as_user() {
     local uid home basetemp why var
     why=$(user_blocked)
@@ -90,7 +90,7 @@ start_as_user() {
         printf 'test.sh: run scripts/setup.sh (its step 60-testuser makes the account), or set\n' >&2
         printf '         WORKSPACE_TEST_USER= for the root run alone.\n' >&2
         names+=("$user") codes+=(1) summaries+=("not run: $why")
-        return 1
+        return
     fi
     uid=$(id -u "$user")
     home=$(getent passwd "$user" | cut -d: -f6)
@@ -134,12 +134,10 @@ run_alone() {
 }
 
 if [[ $(id -u) == 0 && -n $user ]]; then
-    if start_as_user "$@"; then
-        run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
-        finish_as_user
-    else
-        run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
-    fi
+    user_pid=
+    start_as_user "$@"
+    run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
+    [[ -z $user_pid ]] || finish_as_user
     run_alone "$@"
 else
     run_as_root_or_self "all tests" "$@"

@@ -71,11 +71,14 @@ def _select_alone(config: pytest.Config, items: list[pytest.Item]) -> None:
     choice = config.getoption("--alone")
     if choice == "with":
         return
-    keep = choice == "only"
-    dropped = [item for item in items if bool(item.get_closest_marker("alone")) != keep]
+    only = choice == "only"
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if bool(item.get_closest_marker("alone")) == only else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if bool(item.get_closest_marker("alone")) == keep]
+        items[:] = kept
 
 
 @pytest.hookimpl(hookwrapper=True)
