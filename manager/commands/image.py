@@ -27,7 +27,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                          "mmdebstrap, as an ordinary user in a user namespace "
                                          "(needs uidmap and subordinate ids); later runs reuse "
                                          "the cached rootfs.")
-    build.add_argument("--engine", choices=(*ENGINES, "all"), default="all")
+    build.add_argument("--engine", choices=(*ENGINES, "all"),
+                       help="the engine(s) to build for (default: the configured engine when "
+                            "it is podman or docker, else every container engine that answers "
+                            "here)")
+    build.add_argument("--project", metavar="DIR", help="project directory (for its engine "
+                                                        "setting)")
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.add_argument("--mirror", metavar="URL", help="Debian mirror for the bootstrap")
     build.add_argument("--rootfs", metavar="TAR", help="use this rootfs tarball (from "
@@ -44,7 +49,7 @@ def build_image(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise WorkspaceError(f"{script} not found: this copy of workspace is incomplete",
                              hint="reinstall workspace")
-    argv = ["bash", str(script), "--engine", args.engine]
+    argv = ["bash", str(script), "--engine", args.engine or _default_engines(args.project)]
     argv += ["--force"] if args.force else []
     argv += ["--mirror", args.mirror] if args.mirror else []
     argv += ["--rootfs", args.rootfs] if args.rootfs else []
@@ -52,6 +57,20 @@ def build_image(args: argparse.Namespace) -> int:
     if rc != 0:
         raise WorkspaceError(f"image build failed (exit {rc}); its output is above")
     return 0
+
+
+def _default_engines(project: str | None) -> str:
+    """The configured container engine, or those that answer this user: building for an
+    engine the user cannot reach (docker's socket, for a podman user) only fails."""
+    configured = Context.load(project).config["engine"]
+    if configured in ENGINES:
+        return str(configured)
+    reachable = [cli for cli in ENGINES if container_probe.daemon_version(cli)[0]]
+    if not reachable:
+        why = "; ".join(f"{cli}: {container_probe.daemon_version(cli)[1]}" for cli in ENGINES)
+        raise WorkspaceError(f"no container engine answers here ({why})",
+                             hint="start podman or docker, or name one with --engine")
+    return reachable[0] if len(reachable) == 1 else "all"
 
 
 def image_status(args: argparse.Namespace) -> int:

@@ -127,13 +127,20 @@ def _whales(engine: ContainerEngine, cli: str, image: str) -> Check:
                  f"by {sys.executable}", WHALES_FIX)
 
 
-def _daemon(engine: ContainerEngine, cli: str, image: str) -> Check:
-    """daemon reachable"""
+def daemon_version(cli: str) -> tuple[bool, str]:
+    """(reachable, its version or why not): the engine answers this user."""
+    if shutil.which(cli) is None:
+        return False, f"{cli} not found (fix: {INSTALL_FIX[cli]})"
     argv = ([cli, "version", "--format", "{{.Server.Version}}"] if cli == "docker"
             else [cli, "info", "--format", "{{.Version.Version}}"])
     rc, text = _call(argv, timeout=15)
-    return Check("daemon reachable", rc == 0, f"version {text}" if rc == 0 else text,
-                 DAEMON_FIX[cli])
+    return rc == 0, text
+
+
+def _daemon(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """daemon reachable"""
+    ok, text = daemon_version(cli)
+    return Check("daemon reachable", ok, f"version {text}" if ok else text, DAEMON_FIX[cli])
 
 
 def _image(engine: ContainerEngine, cli: str, image: str) -> Check:

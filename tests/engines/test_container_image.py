@@ -150,3 +150,18 @@ def test_container_image_setting_chooses_the_image(ws, project: Path, tmp_path: 
     out = subprocess.run([sys.executable, "-m", "manager", "run", "--", "cat", "/etc/ws-marker"],
                          cwd=project, capture_output=True, text=True, check=True).stdout
     assert out == "chosen\n"
+
+
+@pytest.mark.engine
+def test_image_build_uses_the_configured_engine(ws, tmp_path: Path):
+    """A podman user's build goes to podman alone: docker's socket is not theirs to use."""
+    (tmp_path / "config/workspace").mkdir(parents=True)
+    (tmp_path / "config/workspace/config.yaml").write_text("engine: podman\n")
+    proc = ws("image", "build", check=True, timeout=600)
+    said = proc.stdout + proc.stderr
+    assert "podman:" in said and "docker:" not in said, said
+
+
+def test_image_build_says_its_default_in_help(ws):
+    help_text = " ".join(ws("image", "build", "--help", check=True).stdout.split())
+    assert "--engine" in help_text and "the configured engine" in help_text
