@@ -13,7 +13,9 @@ from manager.engines import registry
 from manager.engines.base import RunRequest
 from manager.errors import WorkspaceError
 from manager.session import sandbox
+from manager.session import store
 from manager.session.context import Context
+from manager.session.store import Session
 
 SANDBOX_FAILED = 125  # as the per-call entries: the command did not run
 
@@ -50,10 +52,23 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     ctx = Context.load(args.project, {"engine": args.engine})
     session = ctx.open_or_create(args.session, new=args.new)
+    _state_engine_drift(ctx, session)
     request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
                          timeout=args.timeout,
                          cwd_out=Path(args.cwd_out) if args.cwd_out else None)
     return sandbox.run(ctx, session, request)
+
+
+def _state_engine_drift(ctx: Context, session: Session) -> None:
+    """Say (once for each new disagreement; status says it every time) that the engine
+    the configuration names is not the one this session runs."""
+    drift = ctx.engine_drift(session)
+    if session.extra.get("engine_drift_stated") == drift:
+        return
+    if drift is not None:
+        print(f"workspace: note: {drift}", file=sys.stderr)
+    session.extra["engine_drift_stated"] = drift
+    store.save(session)
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def status(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
+    drift = ctx.engine_drift(session)
+    if drift is not None:   # shown, not kept: it holds as long as the configuration says it
+        session.notes = [*session.notes, f"engine: {drift}"]
     expand = args.all or bool(args.paths) or args.json
     # Started before the walk, git answers while it runs (not for --json: no groups).
     ignores = None if args.json else IgnoreQuery(session.project_path)

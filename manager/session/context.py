@@ -47,6 +47,20 @@ class Context(Record):
         engine: Engine = registry.make(session.engine, self.config)
         return engine
 
+    def engine_drift(self, session: Session) -> str | None:
+        """What the configuration says of the engine that this session does not do: a
+        different engine named (the session keeps its own, whose sandbox holds its work),
+        or an `engine:` setting ignored because its file is not trusted. None when they
+        agree (``auto`` agrees with whatever the session chose)."""
+        if "engine" in self.config.ignored:
+            return f"the project's engine setting is ignored: {self.config.ignored['engine']}"
+        wanted = self.config["engine"]
+        if wanted in (registry.AUTO, session.engine):
+            return None
+        return (f"the configuration says engine {wanted} ({self.config.sources['engine']}); "
+                f"this session keeps {session.engine}, whose sandbox holds its work (commit or "
+                f"discard it, then the next session uses {wanted})")
+
     def find_session(self, session_id: str | None = None) -> Session | None:
         """The one session resolver: the named session, else (no name given) the project's
         current one; None when there is no such record."""

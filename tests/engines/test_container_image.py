@@ -153,6 +153,7 @@ def test_container_image_setting_chooses_the_image(ws, project: Path, tmp_path: 
 
 
 @pytest.mark.engine
+@pytest.mark.needs_root   # an ordinary user's rootless images live in their real HOME
 def test_image_build_uses_the_configured_engine(ws, tmp_path: Path):
     """A podman user's build goes to podman alone: docker's socket is not theirs to use."""
     (tmp_path / "config/workspace").mkdir(parents=True)
