@@ -58,11 +58,17 @@ class Account:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {"HOME": str(self.home), "USER": self.name, "LOGNAME": self.name, "SHELL": "/bin/bash",
-               "PATH": f"{self.home}/.local/bin:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+               "PATH": self.login_path(), "LANG": "C.UTF-8"}
         env.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
         if Path(f"/run/user/{self.uid}").is_dir():
             env["XDG_RUNTIME_DIR"] = f"/run/user/{self.uid}"
         return {**env, **extra}
+
+    def login_path(self) -> str:
+        """PATH as a login shell sets it now: Debian's ~/.profile adds ~/.local/bin only when
+        it exists at login, so the README's block runs without it (a fresh account)."""
+        local_bin = self.home / ".local/bin"
+        return (f"{local_bin}:" if local_bin.is_dir() else "") + "/usr/local/bin:/usr/bin:/bin"
 
     def run(self, argv: list[str], cwd: Path, input: str | bytes | None = None,
             timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
