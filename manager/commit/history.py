@@ -256,9 +256,10 @@ def _copy_objects(history: History) -> None:
     wanted += _stash_entries(history)
     if history.sandbox_head and symbolic_target(history.sandbox_head) is None:
         wanted.append(history.sandbox_head)
-    # What the sandbox's reflogs name, as natively: gc keeps it, fsck checks it.
-    logged = history.reader.has_objects(sorted(reflogs.object_ids(history.upper_git)))
-    wanted += [sha for sha, present in logged.items() if present]
+    # What the sandbox's reflog entries name and the real store lacks (fsck checks them).
+    logged = reflogs.object_ids(history.repo.git_dir, history.upper_git)
+    missing = [sha for sha, has in history.git.has_objects(sorted(logged)).items() if not has]
+    wanted += [sha for sha, has in history.reader.has_objects(missing).items() if has]
     if not wanted:
         return
     real = [sha for _, sha in history.git.refs("refs/")]

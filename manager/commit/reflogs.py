@@ -35,13 +35,16 @@ def sync(git_dir: Path, upper_git: Path, since: float) -> None:
             _merge_into(git_dir / "logs" / name, upper_logs / name, since)
 
 
-def object_ids(upper_git: Path) -> set[str]:
-    """The objects the sandbox's logs name: natively they exist (fsck checks them)."""
+def object_ids(git_dir: Path, upper_git: Path) -> set[str]:
+    """The objects the entries the sandbox added to its logs name: natively they exist
+    (gc keeps them, fsck checks them)."""
     found: set[str] = set()
     upper_logs = upper_git / "logs"
     for name in _log_names(upper_logs, "") if upper_logs.is_dir() else ():
+        real = set(_lines(git_dir / "logs" / name))
         for line in _lines(upper_logs / name):
-            found.update(f.decode() for f in line.split(b" ", 2)[:2] if len(f) == 40)
+            if line not in real:
+                found.update(f.decode() for f in line.split(b" ", 2)[:2] if len(f) == 40)
     found.discard(ZERO)
     return found
 
