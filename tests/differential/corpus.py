@@ -106,6 +106,9 @@ touch empty.txt; mkdir -p e1/e2 e3; git add empty.txt; git commit -qm empty
     "fifo": """
 mkfifo pipe
 """,
+    "staged": """
+echo s >> a.txt; echo n > n.txt; git add a.txt n.txt
+""",
     "many_files": """
 mkdir many; for i in $(seq 1000); do echo $i > many/f$i; done
 git add many; git commit -qm many

@@ -36,6 +36,9 @@ DIFFERENCES: dict[tuple[str, str], dict[str, str]] = {
     ("hardlinks", "*"): {"links": "a hard-linked upper entry is committed as a copy: renamed, "
                                   "its other names (never reviewed) would go on writing to the "
                                   "real file; so each name is its own file after the commit"},
+    ("staged", "*"): {"status": "the index is never copied (git's internal file; see tests/review "
+                                "test_index_only_changes_are_not_copied): it is rebuilt from "
+                                "HEAD, so what was only staged arrives unstaged"},
 }
 PARAMS = [("overlay", case) for case in CASES] + \
          [(engine, case) for engine in OTHER_ENGINES for case in ENGINE_SUBSET]
