@@ -268,17 +268,23 @@ class Executor:
 
     def _move_upper(self, step: Step, dir_fd: int, name: str) -> None:
         up_fd, up_name = self.upper_at(step)
-        self._clear_dir(step, dir_fd, name)
+        # For an ordinary user a read-only file keeps its user.overlay.* attributes, and a
+        # read-only upper directory its entries (EACCES/EPERM); EXDEV: same device, other
+        # mounts (bind mounts). A copy needs none of that, and changes no mode.
         try:
             strip_overlay_xattrs(up_fd, up_name, overlay_xattrs(up_fd, up_name))
-            os.replace(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
+            movable = True
+        except PermissionError:
+            movable = False
+        self._clear_dir(step, dir_fd, name)
+        try:
+            if movable:
+                os.replace(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
+                return
         except OSError as exc:
-            # EXDEV: same device, different mounts (bind mounts). EACCES/EPERM, for an
-            # ordinary user: a read-only file keeps its user.overlay.* attributes, a read-only
-            # upper directory its entries. A copy needs neither, and changes no mode.
             if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM):
                 raise
-            self._copy_now(step, up_fd, up_name, dir_fd, name)
+        self._copy_now(step, up_fd, up_name, dir_fd, name)
 
     def _copy_now(self, step: Step, up_fd: int, up_name: str, dir_fd: int, name: str) -> None:
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
