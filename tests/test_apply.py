@@ -330,3 +330,30 @@ def test_discard_refuses_during_interrupted_commit(tree: Tree) -> None:
     journal.write(tree.session, journal.Journal("t", tree.layers, [], False))
     with pytest.raises(WorkspaceError):
         discard(tree.session, tree.layers, tree.real)
+
+
+def test_progress_counts_the_bytes_moved_into_place(tree: Tree) -> None:
+    write(tree.u("a"), "x" * 100)
+    write(tree.u("d/b"), "y" * 50)
+    reports: list[tuple[int, int, int]] = []
+    assert do_commit(tree, progress=lambda *r: reports.append(r)).ok
+    assert reports[-1] == (3, 3, 150)
+
+
+def test_read_only_files_in_a_read_only_new_tree(tree: Tree) -> None:
+    """npm's cache: read-only files in read-only directories, all made in the sandbox; an
+    ordinary user can neither rename nor unlink out of a read-only upper directory."""
+    write(tree.u("cache/ab/cd"), "data\n")
+    write(tree.r("keep"), "old\n")
+    write(tree.u("keep"), "new\n")
+    for path, bits in (("cache/ab/cd", 0o444), ("keep", 0o444), ("cache/ab", 0o555),
+                       ("cache", 0o555)):
+        tree.u(path).chmod(bits)
+    result = do_commit(tree)
+    assert result.ok and not result.errors, result
+    assert tree.r("cache/ab/cd").read_text() == "data\n" and tree.r("keep").read_text() == "new\n"
+    assert [mode(tree.r(p)) for p in ("cache/ab/cd", "keep", "cache/ab", "cache")] == \
+        [0o444, 0o444, 0o555, 0o555]
+    assert read_changes(tree.layers, tree.real) == []
+    for path in ("cache/ab", "cache"):
+        tree.r(path).chmod(0o755)   # for pytest's clean-up

@@ -94,7 +94,7 @@ def _history(session: Session, layers: list[Layer], paths: list[Path], exclude: 
         return None
     changes = read_changes(list(layers), project)
     under_git = [c for c in changes if c.path == git_dir or git_dir in c.path.parents]
-    history = history_mod.prepare(project, under_git, session.id)
+    history = history_mod.prepare(project, under_git, session.id, since=session.created)
     if history is None:
         return None
     inside_git = {c.path for c in under_git}
@@ -148,6 +148,8 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
 
 
 def _report_history(applied: history_mod.HistoryResult, history: history_mod.History) -> None:
+    for line in applied.created:
+        ui.out(f"git: created {line}")
     for line in applied.moved:
         ui.out(f"git: moved {line}")
     for line in applied.deleted:

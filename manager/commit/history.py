@@ -19,12 +19,15 @@ from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Change
+from manager.commit import reflogs
 from manager.git import view as gitview
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import Repo
 from manager.git.plumbing import discover
+from manager.git.view import SYMBOLIC
 from manager.git.view import RefChange
+from manager.git.view import symbolic_target
 
 ZERO = "0" * 40
 
@@ -42,6 +45,7 @@ class RefPlan:
 
 @dataclass
 class HistoryResult:
+    created: list[str] = field(default_factory=list)          # "branch feature at abc1234"
     moved: list[str] = field(default_factory=list)            # "main: abc1234 -> def5678"
     diverted: list[tuple[str, str]] = field(default_factory=list)   # (ref, side branch)
     deleted: list[str] = field(default_factory=list)
@@ -50,7 +54,7 @@ class HistoryResult:
     problems: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
-        return {"moved": self.moved, "diverted": [list(d) for d in self.diverted],
+        return {"created": self.created, "moved": self.moved, "diverted": [list(d) for d in self.diverted],
                 "deleted": self.deleted, "stashed": self.stashed,
                 "index_rebuilt": self.index_rebuilt, "problems": self.problems}
 
@@ -62,10 +66,11 @@ class History:
     session_id: str
     plans: list[RefPlan]
     head_ref: str | None          # the real branch HEAD names (refs/heads/X), None if detached
-    sandbox_head: str | None      # the sandbox's HEAD branch when the agent switched
+    sandbox_head: str | None      # the sandbox's HEAD when the agent switched ("ref: X" or an id)
     kept: list[Path] = field(default_factory=list)   # work-tree paths kept on a side branch
     flagged: list[Path] = field(default_factory=list)   # config, hooks/...: applied only if named
     changes: list[Change] = field(default_factory=list)  # everything under .git
+    since: float = 0.0            # the session's start: later reflog entries are the user's
 
     @property
     def git(self) -> Git:
@@ -76,7 +81,8 @@ class History:
         return gitview.sandbox_git(self.git, self.upper_git)
 
 
-def prepare(project: Path, git_changes: list[Change], session_id: str) -> History | None:
+def prepare(project: Path, git_changes: list[Change], session_id: str,
+            since: float = 0.0) -> History | None:
     """The sandbox's git history to apply (None outside a plain git work tree)."""
     repo = discover(project)
     if repo is None or not git_changes or repo.git_dir != project / ".git":
@@ -85,10 +91,10 @@ def prepare(project: Path, git_changes: list[Change], session_id: str) -> Histor
     upper_git = _upper_git(git_changes[0], repo.git_dir)
     git = Git(repo)
     head_ref = _symbolic_head(repo.git_dir / "HEAD")
-    sandbox_head = _symbolic_head(upper_git / "HEAD") if view.head else None
+    sandbox_head = _head_value(upper_git / "HEAD") if view.head else None
     plans = [RefPlan(r, _base(repo.git_dir, upper_git, r)) for r in view.refs]
     history = History(repo, upper_git, session_id, plans, head_ref, sandbox_head,
-                      flagged=[c.path for c in view.flagged], changes=git_changes)
+                      flagged=[c.path for c in view.flagged], changes=git_changes, since=since)
     for plan in plans:
         real_now = git.rev(plan.ref)
         if _needs_divert(plan, real_now):
@@ -112,17 +118,24 @@ def _upper_git(change: Change, git_dir: Path) -> Path:
 
 
 def _symbolic_head(path: Path) -> str | None:
+    return symbolic_target(_head_value(path))
+
+
+def _head_value(path: Path) -> str | None:
+    """HEAD as "ref: BRANCH", or the object id of a detached HEAD."""
     try:
         text = path.read_text().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return text[5:].strip() if text.startswith("ref:") else None
+    if text.startswith("ref:"):
+        return SYMBOLIC + text[4:].strip()
+    return text if len(text) >= 40 else None
 
 
 def _base(git_dir: Path, upper_git: Path, change: RefChange) -> str | None:
     """What the sandbox's ref was before the agent changed it: the old value of the first
     reflog line the sandbox appended (its log is the real log as copied, plus its own)."""
-    if change.old is None:
+    if change.old is None or change.symbolic:
         return None
     upper_log = gitview.reflog(upper_git, change.ref)
     real_log = gitview.reflog(git_dir, change.ref)
@@ -135,7 +148,8 @@ def _base(git_dir: Path, upper_git: Path, change: RefChange) -> str | None:
 
 def _needs_divert(plan: RefPlan, real_now: str | None) -> bool:
     change = plan.change
-    if change.new is None or real_now == change.new or change.ref == "refs/stash":
+    if change.new is None or real_now == change.new or change.ref == "refs/stash" \
+            or change.symbolic:
         return False
     if change.old is None:                      # created in the sandbox
         return real_now is not None
@@ -199,8 +213,8 @@ def apply(history: History) -> HistoryResult:
     _copy_objects(history)
     for plan in history.plans:
         _apply_ref(git, plan, history, result)
-    if history.sandbox_head and _applied(history, history.sandbox_head):
-        git.run("symbolic-ref", "HEAD", history.sandbox_head)
+    _apply_head(history)
+    reflogs.sync(history.repo.git_dir, history.upper_git, history.since)
     head_after = git.rev("HEAD")
     if head_before and head_after and head_before != head_after:
         try:
@@ -213,6 +227,20 @@ def apply(history: History) -> HistoryResult:
     return result
 
 
+def _apply_head(history: History) -> None:
+    """HEAD names what it names in the sandbox: its branch, once applied as the sandbox has
+    it, or the detached commit (unless the branch HEAD names went aside)."""
+    head = history.sandbox_head
+    if head is None:
+        return
+    target = symbolic_target(head)
+    if target is not None:
+        if _applied(history, target):
+            history.git.run("symbolic-ref", "-m", reflogs.OURS, "HEAD", target)
+    elif not any(p.ref == history.head_ref and p.divert_to for p in history.plans):
+        history.git.run("update-ref", "--no-deref", "-m", reflogs.OURS, "HEAD", head)
+
+
 def _applied(history: History, ref: str) -> bool:
     """The sandbox's HEAD branch exists for real now, as the sandbox has it."""
     if any(p.ref == ref and p.divert_to for p in history.plans):
@@ -222,9 +250,17 @@ def _applied(history: History, ref: str) -> bool:
 
 def _copy_objects(history: History) -> None:
     """One pack of what the sandbox's refs reach and the real refs do not, indexed by git."""
-    wanted = [p.change.new for p in history.plans if p.change.new]
+    if not (history.upper_git / "objects").is_dir():
+        return
+    wanted = [p.change.new for p in history.plans if p.change.new and not p.change.symbolic]
     wanted += _stash_entries(history)
-    if not wanted or not (history.upper_git / "objects").is_dir():
+    if history.sandbox_head and symbolic_target(history.sandbox_head) is None:
+        wanted.append(history.sandbox_head)
+    # What the sandbox's reflog entries name and the real store lacks (fsck checks them).
+    logged = reflogs.object_ids(history.repo.git_dir, history.upper_git)
+    missing = [sha for sha, has in history.git.has_objects(sorted(logged)).items() if not has]
+    wanted += [sha for sha, has in history.reader.has_objects(missing).items() if has]
+    if not wanted:
         return
     real = [sha for _, sha in history.git.refs("refs/")]
     revs = "".join(f"{sha}\n" for sha in wanted) + "--not\n" + "".join(f"{s}\n" for s in real)
@@ -239,27 +275,74 @@ def _stash_entries(history: History) -> list[str]:
     return [line.split(b" ", 2)[1].decode() for line in added if line.count(b" ") >= 2]
 
 
+def real_value(git: Git, ref: str) -> str | None:
+    """A real ref's value as the view reads it: "ref: TARGET" for a symbolic ref."""
+    proc = git.run("symbolic-ref", "-q", ref, check=False)
+    if proc.returncode == 0:
+        return SYMBOLIC + proc.stdout.decode().strip()
+    return git.rev(ref)
+
+
 def _apply_ref(git: Git, plan: RefPlan, history: History, result: HistoryResult) -> None:
     change = plan.change
-    if change.ref == "refs/stash":
-        result.stashed += _apply_stash(git, history)
+    if change.ref == "refs/stash" and real_value(git, change.ref) != change.old:
+        result.stashed += _apply_stash(git, history)   # the user stashed too: add ours on top
         return
+    if change.ref == "refs/stash":
+        result.stashed += len(_stash_entries(history))
     try:
-        if change.new is None:
+        if change.symbolic:
+            _apply_symbolic(git, change, result)
+        elif change.new is None:
             real_now = git.rev(change.ref)
             if real_now is not None and real_now == change.old:
-                git.run("update-ref", "-d", change.ref, real_now)
+                git.run("update-ref", "--no-deref", "-d", change.ref, real_now)
                 result.deleted.append(f"{change.short_name} (was {real_now[:7]})")
         elif plan.divert_to:
-            git.run("update-ref", plan.divert_to, change.new, ZERO)
+            git.run("update-ref", "-m", reflogs.OURS, plan.divert_to, change.new, ZERO)
             result.diverted.append((change.ref, plan.divert_to))
         else:
-            expected = git.rev(change.ref) or ZERO
-            if expected != change.new:
-                git.run("update-ref", change.ref, change.new, expected)
-                result.moved.append(f"{change.short_name}: {expected[:7]} -> {change.new[:7]}")
+            _move(git, change, result)
     except GitError as exc:
         result.problems.append(f"{change.ref} not moved: {exc}")
+
+
+def _move(git: Git, change: RefChange, result: HistoryResult) -> None:
+    assert change.new is not None
+    real_now = git.rev(change.ref)
+    if real_now == change.new:
+        return
+    git.run("update-ref", "--no-deref", "-m", reflogs.OURS, change.ref, change.new,
+            real_now or ZERO)
+    if real_now is None:
+        result.created.append(f"{change.kind} {change.short_name} at {change.new[:7]}")
+    else:
+        result.moved.append(f"{change.short_name}: {real_now[:7]} -> {change.new[:7]}")
+
+
+def _apply_symbolic(git: Git, change: RefChange, result: HistoryResult) -> None:
+    """A symbolic ref is changed as one, never through the ref it names (deleting
+    ``origin/HEAD`` must not delete ``origin/main``)."""
+    now = real_value(git, change.ref)
+    if now == change.new:
+        return
+    if now != change.old:
+        result.problems.append(f"{change.ref} not changed: it changed outside the sandbox")
+        return
+    target = symbolic_target(change.new)
+    if change.new is None:
+        git.run("symbolic-ref", "--delete", change.ref)
+        result.deleted.append(f"{change.short_name} (was -> {symbolic_target(change.old)})")
+        return
+    if target is not None:
+        git.run("symbolic-ref", "-m", reflogs.OURS, change.ref, target)
+    else:
+        git.run("update-ref", "--no-deref", "-m", reflogs.OURS, change.ref, change.new)
+    shown = target or change.new[:7]
+    if change.old is None:
+        result.created.append(f"{change.kind} {change.short_name} -> {shown}")
+    else:
+        result.moved.append(f"{change.short_name}: -> {shown}")
 
 
 def _apply_stash(git: Git, history: History) -> int:

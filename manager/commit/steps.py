@@ -72,7 +72,8 @@ class Outcome:
 class _Pending:
     step: Step
     temp: str | None = None  # a prepared copy beside the destination
-    size: int = 0
+    size: int = 0            # bytes copied (a batch's worth is flushed at once)
+    moved: int = 0           # bytes moved by a rename (progress counts them too)
 
 
 class Executor:
@@ -121,7 +122,7 @@ class Executor:
             if item is not None:
                 batch.append(item)
                 size += item.size
-                written += item.size
+                written += item.size + item.moved
             if len(batch) >= BATCH_STEPS or size >= BATCH_BYTES:
                 self._flush(batch)
                 batch, size = [], 0
@@ -231,6 +232,8 @@ class Executor:
                     remove_at(dir_fd, name)
             except FileNotFoundError:
                 pass  # its directory is gone already (a resumed commit's tidying got that far)
+            except PermissionError:
+                pass  # in a read-only upper directory: tidying removes the whole directory
             except OSError as exc:
                 self.outcome.errors.append((step, "committed, but its sandbox copy could not be "
                                                   f"removed: {_describe(exc)}"))
@@ -250,7 +253,7 @@ class Executor:
         own = os.geteuid() == 0 or ust.st_uid == os.geteuid()
         if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper and ust.st_nlink == 1 \
                 and own:
-            return _Pending(step)
+            return _Pending(step, moved=ust.st_size if stat.S_ISREG(ust.st_mode) else 0)
         return _Pending(step, self._copy_beside(step, up_fd, up_name, ust, dir_fd), ust.st_size)
 
     def _copy_beside(self, step: Step, up_fd: int, up_name: str, ust: os.stat_result,
@@ -265,14 +268,23 @@ class Executor:
 
     def _move_upper(self, step: Step, dir_fd: int, name: str) -> None:
         up_fd, up_name = self.upper_at(step)
-        strip_overlay_xattrs(up_fd, up_name, overlay_xattrs(up_fd, up_name))
+        # For an ordinary user a read-only file keeps its user.overlay.* attributes, and a
+        # read-only upper directory its entries (EACCES/EPERM); EXDEV: same device, other
+        # mounts (bind mounts). A copy needs none of that, and changes no mode.
+        try:
+            strip_overlay_xattrs(up_fd, up_name, overlay_xattrs(up_fd, up_name))
+            movable = True
+        except PermissionError:
+            movable = False
         self._clear_dir(step, dir_fd, name)
         try:
-            os.replace(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
+            if movable:
+                os.replace(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
+                return
         except OSError as exc:
-            if exc.errno != errno.EXDEV:  # same device, different mounts (bind mounts)
+            if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM):
                 raise
-            self._copy_now(step, up_fd, up_name, dir_fd, name)
+        self._copy_now(step, up_fd, up_name, dir_fd, name)
 
     def _copy_now(self, step: Step, up_fd: int, up_name: str, dir_fd: int, name: str) -> None:
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
@@ -300,6 +312,14 @@ class Executor:
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
         rst = lstat_at(dir_fd, name)
         created = rst is None or not stat.S_ISDIR(rst.st_mode)
+        if rst is not None and not created and os.geteuid() != 0 \
+                and not rst.st_mode & stat.S_IWUSR:
+            # Its children arrive first; _finish_dirs sets its mode (again, when resumed).
+            fd = open_dir_at(dir_fd, name, Path(step.path).parent)
+            try:
+                os.fchmod(fd, stat.S_IMODE(rst.st_mode) | stat.S_IWUSR | stat.S_IXUSR)
+            finally:
+                os.close(fd)
         if rst is None:
             os.mkdir(name, 0o700, dir_fd=dir_fd)
         elif created:
@@ -387,9 +407,12 @@ def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp:
                       0o600, dir_fd=dir_fd)
         try:
             _copy_data(src, dst, ust.st_size)
-            _set_meta(dst, ust, times=True)
-            # Capabilities last: a chown or chmod would clear them.
-            copy_xattrs(src, dst)
+            if os.geteuid() == 0:
+                _set_meta(dst, ust, times=True)
+                copy_xattrs(src, dst)   # capabilities last: a chown would clear them
+            else:
+                copy_xattrs(src, dst)   # before the mode: a read-only file takes no user xattr
+                _set_meta(dst, ust, times=True)
         finally:
             os.close(dst)
     finally:

@@ -32,6 +32,8 @@ MAX_COMMITS = 20
 # Under .git: what can make git run a program or change what it sees.
 FLAGGED_DIRS = ("hooks", "info")
 FLAGGED_FILES = ("config", "commondir", "gitdir")
+# ... but for what only serves others: the ref list repack writes for dumb-HTTP clients.
+UNFLAGGED = (("info", "refs"),)
 
 
 class Commit(Value):
@@ -44,9 +46,18 @@ class Commit(Value):
         self.subject = subject
 
 
+SYMBOLIC = "ref: "       # a symbolic ref's value: "ref: refs/remotes/origin/main"
+
+
+def symbolic_target(value: str | None) -> str | None:
+    """The ref a symbolic ref's value names (None for an object id, or no value)."""
+    return value[len(SYMBOLIC):] if value is not None and value.startswith(SYMBOLIC) else None
+
+
 class RefChange(Value):
     __slots__ = ("ref", "old", "new", "commits", "more", "fast_forward")
     ref: Final[str]                  # refs/heads/main
+    # Values are object ids, or "ref: TARGET" for symbolic refs (compared as their target).
     old: Final[str | None]           # the real value; None: created
     new: Final[str | None]           # the sandbox's value; None: deleted
     commits: Final[tuple[Commit, ...]]   # reachable from new, not from old (or any real ref)
@@ -70,7 +81,13 @@ class RefChange(Value):
         return self.ref
 
     @property
+    def symbolic(self) -> bool:
+        return symbolic_target(self.old) is not None or symbolic_target(self.new) is not None
+
+    @property
     def kind(self) -> str:
+        if self.symbolic:
+            return "symbolic ref"
         if self.ref.startswith("refs/heads/"):
             return "branch"
         if self.ref.startswith("refs/tags/"):
@@ -107,7 +124,7 @@ def read(project: Path, git_changes: list[Change], worktree_changes: list[Change
         return view
     for change in git_changes:
         rel = change.path.relative_to(git_dir).parts
-        if rel and (rel[0] in FLAGGED_DIRS or rel[0] in FLAGGED_FILES):
+        if rel and (rel[0] in FLAGGED_DIRS or rel[0] in FLAGGED_FILES) and rel not in UNFLAGGED:
             view.flagged.append(change)
         else:
             view.hidden.append(change)
@@ -140,7 +157,7 @@ def sandbox_git(git: Git, upper_git: Path) -> Git:
 
 
 def _ref_changes(git: Git, git_dir: Path, upper_git: Path) -> list[RefChange]:
-    real = dict(git.refs("refs/"))
+    real = sandbox_refs(git_dir, None)        # read as the sandbox's are: symbolic refs alike
     sandbox = sandbox_refs(git_dir, upper_git)
     reader = sandbox_git(git, upper_git)
     changes = []
@@ -151,8 +168,11 @@ def _ref_changes(git: Git, git_dir: Path, upper_git: Path) -> list[RefChange]:
     return changes
 
 
-def sandbox_refs(git_dir: Path, upper_git: Path) -> dict[str, str]:
-    """Every ref as the sandbox sees it: its loose refs over the real ones, then packed."""
+def sandbox_refs(git_dir: Path, upper_git: Path | None) -> dict[str, str]:
+    """Every ref as the sandbox sees it: its loose refs over the real ones, then packed
+    (the real ones alone when ``upper_git`` is None). Symbolic refs are "ref: TARGET"."""
+    if upper_git is None:
+        return {**_parse_packed(git_dir / "packed-refs"), **_loose_refs(git_dir / "refs", "refs")}
     packed_file = upper_git / "packed-refs"
     if _exists(packed_file):
         packed = {} if _is_whiteout(packed_file) else _parse_packed(packed_file)
@@ -193,7 +213,7 @@ def _parse_packed(path: Path) -> dict[str, str]:
 
 
 def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
-    """Loose ref files below ``directory`` (whiteouts and symbolic refs skipped)."""
+    """Loose ref files below ``directory`` (whiteouts skipped; symbolic refs as "ref: X")."""
     refs: dict[str, str] = {}
     try:
         names = os.listdir(directory)
@@ -209,7 +229,9 @@ def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
             refs.update(_loose_refs(path, f"{prefix}/{name}"))
         elif stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
             value = path.read_text(errors="replace").strip()
-            if len(value) >= 40 and not value.startswith("ref:"):
+            if value.startswith("ref:"):
+                refs[f"{prefix}/{name}"] = SYMBOLIC + value[4:].strip()
+            elif len(value) >= 40:
                 refs[f"{prefix}/{name}"] = value
     return refs
 
@@ -234,8 +256,8 @@ def _hidden_refs(upper_dir: Path, prefix: str, real_loose: dict[str, str]) -> se
 
 
 def _describe(git: Git, ref: str, old: str | None, new: str | None) -> RefChange:
-    if new is None:
-        return RefChange(ref, old, None)
+    if new is None or symbolic_target(old) or symbolic_target(new):
+        return RefChange(ref, old, new)
     exclude = [f"^{old}"] if old else ["--not", "--all"]
     try:
         text = git.run("log", "--no-show-signature", f"--max-count={MAX_COMMITS + 1}",

@@ -49,6 +49,15 @@ def count(change: Change) -> Count:
     return Count(added, removed)
 
 
+def count_new_tree(top: str) -> Count:
+    """Lines of every text file below the new directory ``top``: all added."""
+    added = 0
+    for dirpath, _, filenames in os.walk(top):
+        for name in filenames:
+            added += len(_lines(os.path.join(dirpath, name)) or [])
+    return Count(added, 0)
+
+
 def _lines(path: str) -> list[bytes] | None:
     """The file's lines; [] for no file or a directory; None when binary or too large."""
     try:

@@ -14,6 +14,7 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.git.view import GitView
 from manager.git.view import RefChange
+from manager.git.view import symbolic_target
 from manager.record import Value
 from manager.review import lines as lines_mod
 from manager.review.grouping import Entry
@@ -48,11 +49,13 @@ class Totals(Value):
 def totals(entries: list[Entry]) -> Totals:
     members = [c for e in entries for c in e.members]
     files = sum(e.files for e in entries)
-    if len(members) > MAX_COUNTED:
+    if len(members) + sum(c.below or 0 for c in members) > MAX_COUNTED:
         return Totals(files, None, None)
     added = removed = 0
     for change in members:
-        counted = lines_mod.count(change)
+        # A new directory summarised as one change: its files, all new, count as added.
+        counted = lines_mod.count(change) if change.below is None \
+            else lines_mod.count_new_tree(change.upper_path)
         added += counted.added
         removed += counted.removed
     return Totals(files, added, removed)
@@ -146,6 +149,8 @@ def _ref_text(ref: RefChange) -> str:
     name = ref.short_name
     if ref.kind == "stash":
         return "stash changed"
+    if ref.symbolic:
+        return _symbolic_text(ref)
     if ref.old is None:
         extra = f", {ui.count(len(ref.commits) + ref.more, 'new commit')}" if ref.kind == "branch" else ""
         return f"{ref.kind} created: {name} at {ref.new[:7] if ref.new else '?'}{extra}"
@@ -156,6 +161,20 @@ def _ref_text(ref: RefChange) -> str:
     if ref.kind == "branch" and count:
         return f"{ui.count(count, 'new commit')} on {name}{how}"
     return f"{ref.kind} moved: {name} {ref.old[:7]} -> {ref.new[:7]}{how}"
+
+
+def _symbolic_text(ref: RefChange) -> str:
+    """A symbolic ref by the names it points to (``origin/HEAD -> origin/main``)."""
+    def shown(value: str | None) -> str:
+        target = symbolic_target(value)
+        if target is not None:
+            return target.removeprefix("refs/remotes/").removeprefix("refs/heads/")
+        return value[:7] if value else "?"
+    if ref.old is None:
+        return f"{ref.kind} created: {ref.short_name} -> {shown(ref.new)}"
+    if ref.new is None:
+        return f"{ref.kind} deleted: {ref.short_name} (was -> {shown(ref.old)})"
+    return f"{ref.kind} changed: {ref.short_name} -> {shown(ref.new)} (was -> {shown(ref.old)})"
 
 
 LABELS = {kind: f"{kind.value}:".ljust(10) for kind in Kind}

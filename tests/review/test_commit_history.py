@@ -75,3 +75,41 @@ def test_index_only_changes_are_not_copied(repo: Path, ws: Runner, sandboxed: Ru
     assert (repo / ".git/index").read_bytes() == before
     assert git(repo, "status", "--porcelain") == "M a.py"
     git(repo, "fsck", "--strict")
+
+
+def test_created_refs_are_reported_as_created(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("git branch feature && git tag v1")
+    short = git(repo, "rev-parse", "--short=7", "HEAD")
+    out = ws("commit", check=True).stdout
+    assert f"git: created branch feature at {short}" in out
+    assert f"git: created tag v1 at {short}" in out
+    assert "0000000" not in out
+
+
+def test_reflog_entries_keep_gits_messages(repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("git checkout -q -b feature && echo four >> a.py && git commit -qam 'Agent: four'")
+    ws("commit", check=True)
+    assert git(repo, "reflog", "--format=%gs", "feature").splitlines() == \
+        ["commit: Agent: four", "branch: Created from HEAD"]
+    assert git(repo, "reflog", "--format=%gs", "HEAD").splitlines()[:2] == \
+        ["commit: Agent: four", "checkout: moving from main to feature"]
+    agrees(repo)
+
+
+def test_a_symbolic_ref_is_compared_and_changed_as_one(
+        repo: Path, ws: Runner, sandboxed: Runner, tmp_path: Path) -> None:
+    """A clone's origin/HEAD names origin/main: git work in the sandbox is no change to it,
+    and deleting it deletes it, never the branch it names."""
+    git(tmp_path, "clone", "-q", "--bare", str(repo), "remote.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    git(repo, "fetch", "-q", "origin")
+    git(repo, "remote", "set-head", "origin", "main")
+    sandboxed("echo four >> a.py && git commit -qam four")
+    assert "origin" not in ws("status", check=True).stdout
+    sandboxed("git remote set-head -d origin")
+    assert "symbolic ref deleted: origin/HEAD (was -> origin/main)" in \
+        ws("status", check=True).stdout
+    ws("commit", check=True)
+    assert git(repo, "rev-parse", "origin/main") == git(repo, "rev-parse", "main~1")
+    assert not (repo / ".git/refs/remotes/origin/HEAD").exists()
+    agrees(repo)

@@ -132,3 +132,9 @@ def test_diff_stat_ends_with_gits_summary_line(
     git(repo, "add", "-A")
     theirs = git(repo, "diff", "--cached", "--stat", "HEAD").splitlines()[-1]
     assert ours.strip() == theirs.strip()
+
+
+def test_lines_of_files_in_a_new_directory_count_as_added(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    sandboxed("mkdir -p d/e && printf 'a\\nb\\n' > d/x && echo c > d/e/y && echo n > n.py")
+    assert "3 files changed in the project (+4 -0 lines)" in ws("status", check=True).stdout
