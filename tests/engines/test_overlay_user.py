@@ -457,6 +457,19 @@ def test_what_a_refresh_cannot_show_is_written_to_mount_log(account: Account):
     assert f"{odd}: appeared after the sandbox started and cannot be shown" in log, log
 
 
+def test_a_large_file_made_outside_in_a_snapshotted_directory_is_bound(account: Account):
+    """Larger than a skeleton copies, it is bound from the real filesystem, which the holder
+    reaches only from the host's mount namespace (it lives in the pivoted one)."""
+    level, outer = _snapshotted_level(account)
+    account.ws("run", "--", "true", outer=outer, check=True)
+    pid = overlay.holder_pid(account.sandbox())
+    big = level / "big.bin"
+    _write(account, big, "start" + "x" * (2 << 20))
+    seen = account.ws("run", "--", "sh", "-c", f"head -c 5 {big}; wc -c < {big}")
+    assert (seen.returncode, seen.stdout) == (0, f"start{5 + (2 << 20)}\n"), seen.stderr
+    assert overlay.holder_pid(account.sandbox()) == pid
+
+
 def test_parallel_calls_see_a_snapshotted_directory_that_keeps_changing(account: Account):
     """Calls ask for the latest state while others run and while files change outside: each
     one sees at least what was written before it started, none fails, the holder stays."""
