@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.engines import accounts
+from tests.engines import tryforms
 from tests.engines.accounts import Account
+from tests.engines.conftest import _use
 from tests.engines.test_overlay_user import _path_without
 
 pytestmark = pytest.mark.engine
@@ -79,6 +81,21 @@ def test_the_command_and_its_shell_hold_no_descriptor_beyond_stdio(account: Acco
     assert program.split() == ["0", "1", "2", "3"], program   # 3: ls's own listing
     assert all(link.startswith("pipe:") for link in links.split()), links
     assert report or not links.split(), links
+
+
+@pytest.fixture(params=list(tryforms.FORMS))
+def try_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    return _use(request.param, monkeypatch)
+
+
+def test_under_try_a_program_holds_no_descriptor_beyond_stdio(ws, try_form: str, tmp_path: Path):
+    """try is no boundary (see below), but its entry passes the command no descriptor of its
+    own, try's or the caller's either; the final directory is still reported."""
+    report = tmp_path / "cwd"
+    proc = ws("run", "--cwd-out", str(report), "-c", "ls /proc/self/fd; cd /tmp")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1", "2", "3"], proc.stdout   # 3: ls's own listing
+    assert report.read_text().strip() == "/tmp"
 
 
 def test_doctor_says_try_is_not_a_boundary(ws, project: Path, monkeypatch: pytest.MonkeyPatch):
