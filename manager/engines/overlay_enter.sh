@@ -121,8 +121,8 @@ if [[ $ns_holder == "$pid" ]]; then
     pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
 fi
 
-# In the holder's user, mount and pid namespaces (root and cwd are the overlay's: the
-# holder pivoted into it, the host's root is not in its mount namespace), a mount
+# In the sandbox's user, mount and pid namespaces (VIEW's; root and cwd are the overlay's:
+# the holder pivoted into it, the host's root is not in that mount namespace), a mount
 # namespace of the call's own for its /proc. The caller's gid and
 # supplementary groups are kept (setgroups() would drop those the namespace does not
 # map, e.g. docker's). With AS_UID the user's own uid is not the namespace's root:
