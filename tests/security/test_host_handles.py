@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from manager.engines import overlay
 from tests.engines import accounts
 from tests.engines import tryforms
 from tests.engines.accounts import Account
+from tests.engines.conftest import _remove_containers
 from tests.engines.conftest import _use
 from tests.engines.test_overlay_user import _path_without
 
@@ -81,6 +83,38 @@ def test_the_command_and_its_shell_hold_no_descriptor_beyond_stdio(account: Acco
     assert program.split() == ["0", "1", "2", "3"], program   # 3: ls's own listing
     assert all(link.startswith("pipe:") for link in links.split()), links
     assert report or not links.split(), links
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_lean_entry_passes_on_no_descriptor_of_its_caller(account: Account, layout: str):
+    """The plugin's path: the client's shell runs the entry script, with whatever it holds
+    open (here a file and a directory, fds 7 and 8); the command gets neither."""
+    env = _env(account, layout)
+    account.ws("run", "--", "true", env=env, check=True)   # the holder
+    sandbox = account.sandbox()
+    report = account.base / "cwd"
+    entry = ["/bin/bash", str(overlay.ENTER_SCRIPT), str(sandbox), sandbox.parent.name,
+             account.python, str(account.project), str(report), "ls /proc/self/fd"]
+    holding = ["bash", "-c", 'exec 7<"$0" 8<"$1"; shift; exec "$@"', "/etc/hostname", "/", *entry]
+    proc = account.run(holding, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1", "2", "3"], proc.stdout   # 3: ls's own listing
+    assert report.read_text().strip() == str(account.project)
+
+
+@pytest.fixture(params=["podman", "docker"])
+def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = _use(request.param, monkeypatch)
+    yield name
+    _remove_containers(name)
+
+
+def test_a_container_call_holds_no_descriptor_beyond_stdio(ws, container_engine: str, tmp_path: Path):
+    """`docker/podman exec` passes the command its stdio only: nothing of the entry's (its
+    watcher pipe, the client's stdin copy) or the caller's."""
+    proc = ws("run", "--cwd-out", str(tmp_path / "cwd"), "-c", "ls /proc/self/fd")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1", "2", "3"], proc.stdout   # 3: ls's own listing
 
 
 @pytest.fixture(params=list(tryforms.FORMS))
