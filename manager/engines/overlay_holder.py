@@ -815,7 +815,6 @@ def pivot(root: Path) -> int:
     real files through descriptors opened before, and makes the mounts of a refresh there
     (``overlay_levels.host_view``)."""
     import ctypes
-    import platform
 
     libc = ctypes.CDLL(None, use_errno=True)
     host_ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
@@ -826,7 +825,7 @@ def pivot(root: Path) -> int:
 
     check(libc.unshare(CLONE_NEWNS), "unshare")
     os.chdir(root)
-    number = SYS_PIVOT_ROOT.get(platform.machine())
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
     if number is not None:
         check(libc.syscall(number, b".", b"."), f"pivot_root {root}")
     else:
