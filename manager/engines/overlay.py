@@ -122,7 +122,7 @@ class OverlayEngine:
             if pid is None:
                 self.prepare(session)
                 pid = holder_pid(session.sandbox)
-            inside = resolve_inside(pid, cwd) if pid is not None else None
+            inside = resolve_inside(view_pid(session.sandbox, pid), cwd) if pid is not None else None
             if inside is not None:
                 return inside
             if replaced or pid is None or not os.path.isdir(cwd):
@@ -194,8 +194,10 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         )
     overlay_ids.record(sandbox, maps)
     as_uid = "" if maps.as_uid is None else f" {maps.as_uid}"
-    # The holder made the session's pid namespace, which calls join (see overlay_enter.sh).
-    write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid}\n".encode())
+    # The holder made the session's pid namespace, which calls join (see overlay_enter.sh),
+    # and pivoted into the sandbox's root: calls take root and namespaces from its init (the
+    # holder itself steps into the host's mount namespace for a moment when it refreshes).
+    write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]}\n".encode())
     write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}{as_uid}\n".encode())
     why = _entry_fails(sandbox, session_id)
     if why is not None:
@@ -284,8 +286,21 @@ def entry_fix(why: str) -> str:
     return "run `workspace doctor`; or use engine podman or docker"
 
 
+def view_pid(sandbox: Path, pid: int) -> int:
+    """The process whose root and namespaces are the sandbox's: the session's init of a
+    holder that pivoted (while it is still the holder's child), else the holder."""
+    try:
+        fields = (sandbox / HOLDER_PIDNS).read_text().split()
+        if len(fields) == 2 and int(fields[0]) == pid and int(fields[1]) in procs.children(pid):
+            return int(fields[1])
+    except (OSError, ValueError):
+        pass
+    return pid
+
+
 def resolve_inside(pid: int, cwd: str) -> str | None:
-    """``cwd`` resolved in the holder's view (symlinks as the sandbox sees them), or None."""
+    """``cwd`` resolved in the view of ``pid`` (:func:`view_pid`: symlinks as the sandbox
+    sees them), or None."""
     argv = ["nsenter", "--preserve-credentials", f"--user=/proc/{pid}/ns/user",
             f"--mount=/proc/{pid}/ns/mnt", f"--root=/proc/{pid}/root", f"--wd=/proc/{pid}/root",
             "--", "/bin/sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", cwd]

@@ -81,15 +81,28 @@ if [[ -p $S/sync.req ]]; then   # a holder from before this protocol: no sync
     read -r wchan 2>/dev/null <"/proc/$pid/wchan"
     [[ $wchan == poll_schedule_timeout* && ! -e $S/sync.dirty ]] || sync
 fi
+# The sandbox's root and namespaces: those of the session's init (VIEW) when the holder
+# pivoted into the sandbox's root (it steps into the host's mount namespace for a moment
+# when it refreshes, so never its own); a holder from before that: its own.
+view=$pid
+read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
+[[ $ns_holder == "$pid" && -n $init ]] && view=$init
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
-{ exec 94<"/proc/$pid/root" 95<"/proc/$pid/ns/user" 96<"/proc/$pid/ns/mnt"; } 2>/dev/null || fallback "$gone"
+{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt"; } 2>/dev/null ||
+    fallback "$gone"
+# Still the holder's child (so the init, not a process that got its pid): those are its.
+if [[ $view != "$pid" ]]; then
+    read -r -a kids 2>/dev/null <"/proc/$pid/task/$pid/children"
+    [[ " ${kids[*]} " == *" $view "* ]] || fallback "$gone"
+fi
 # The holder's view of a directory made after it started can be stale (overlayfs
 # remembers a failed lookup; a directory with mounts below is a snapshot).
 [[ -d /proc/self/fd/94$CWD ]] || fallback "$CWD does not exist in the sandbox"
 : >"$S/last-used"
 
-if [[ -n $OUT ]]; then exec 97>"$OUT" || not_entered "cannot write $OUT"; fi
+# The report file stays out here: only a pipe goes in (see the end).
+if [[ -n $OUT ]]; then { exec 97>"$OUT"; } 2>/dev/null || not_entered "cannot write $OUT"; fi
 if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then  # not for the command, which may outlive us
     exec {WORKSPACE_NOT_ENTERED_FD}>&-
     unset WORKSPACE_NOT_ENTERED_FD
@@ -103,29 +116,38 @@ fi
 # dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
 # the session's init, which ends it (an orphan of nsenter itself would go to the host's).
 pidns=() per_call=(--pid --fork --kill-child) with_parent=()
-read -r ns_holder 2>/dev/null <"$S/holder.pidns"
 if [[ $ns_holder == "$pid" ]]; then
     { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
     pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
 fi
 
-# In the holder's user, mount and pid namespaces (root and cwd are the overlay's), a
-# mount namespace of the call's own for its /proc. The caller's gid and
+# In the sandbox's user, mount and pid namespaces (VIEW's; root and cwd are the overlay's:
+# the holder pivoted into it, the host's root is not in that mount namespace), a mount
+# namespace of the call's own for its /proc. The caller's gid and
 # supplementary groups are kept (setgroups() would drop those the namespace does not
 # map, e.g. docker's). With AS_UID the user's own uid is not the namespace's root:
 # the namespace's root (-S 0) mounts /proc, then --setuid drops to the
 # user's uid and with it every capability -- no exec more than without.
-shopt -s execfail
-exec nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95 \
-    --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 -- \
-    unshare "${per_call[@]}" --mount-proc --propagation unchanged \
-    ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}" \
+#
+# Inside, before the command: every descriptor but 0-2 closed (ours above, the caller's,
+# whatever the tools left open): a directory is a way out (fchdir, then `..`), a host file
+# a handle to write. The final directory (the EXIT trap's `pwd -P`) goes to fd 97, which
+# is then a pipe to this script (no host file), closed for the command itself (bash keeps
+# a close-on-exec copy for the trap).
+enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
+    --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
+    unshare "${per_call[@]}" --mount-proc --propagation unchanged
+    ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '
+for __ws_fd in /proc/self/fd/*; do
+    __ws_fd=${__ws_fd##*/}
+    [[ $__ws_fd == +([0-9]) ]] && ((__ws_fd > 2 && __ws_fd != 97)) && { exec {__ws_fd}>&-; } 2>/dev/null
+done
 if ! cd -- "$1" 2>/dev/null; then
     printf "workspace: %s does not exist in the sandbox\n" "$1" >&2
     exit 125
 fi
-unset WORKSPACE_NO_FALLBACK
+unset WORKSPACE_NO_FALLBACK __ws_fd
 __ws_cmd=$2
 shift 2
 # Not in this shell: as a per-call pid namespace'"'"'s init it would ignore the signals
@@ -136,7 +158,23 @@ shift 2
 set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
-    eval "unset __ws_cmd; $__ws_cmd"
+    eval "unset __ws_cmd; $__ws_cmd" 97>&-
 )
-exit $?' /bin/bash "$CWD" "$CMD"
-not_entered "cannot run nsenter (util-linux) from PATH; the sandbox cannot be entered"
+exit $?' /bin/bash "$CWD" "$CMD")
+shopt -s execfail
+if [[ -z $OUT ]]; then
+    exec "${enter[@]}"
+    not_entered "cannot run nsenter (util-linux) from PATH; the sandbox cannot be entered"
+fi
+# With a report: this script waits (one fork, no exec more) and reads the final
+# directory from the pipe. setpriv: the call dies with this script, as when nsenter is
+# it. lastpipe: the read runs here, not in a subshell.
+hash nsenter setpriv 2>/dev/null ||
+    not_entered "cannot run nsenter and setpriv (util-linux) from PATH; the sandbox cannot be entered"
+shopt -s lastpipe
+exec 93>&1
+dir=
+setpriv --pdeathsig KILL "${enter[@]}" 97>&1 >&93 93>&- | { IFS= read -r dir; } 93>&-
+rc=${PIPESTATUS[0]}
+[[ -n $dir ]] && printf '%s\n' "$dir" >&97
+exit "$rc"

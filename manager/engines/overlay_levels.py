@@ -14,12 +14,17 @@ is detached. What the sandbox wrote stays on top: the upper directory is the sam
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
@@ -34,6 +39,7 @@ OPEN_TREE_CLONE = 0x1
 OPEN_TREE_CLOEXEC = 0o2000000
 MOUNT_ATTR_RDONLY = 0x1
 MNT_DETACH = 0x2
+CLONE_NEWNS = 0x00020000
 # The same numbers on every architecture (the unified table for system calls from 5.x on).
 SYS_OPEN_TREE = 428
 SYS_MOVE_MOUNT = 429
@@ -50,6 +56,8 @@ class Skeletons(Protocol):
     """What a refresh needs of the holder's ``Builder``."""
 
     real_prefix: str
+    host_ns: int   # the host's mount namespace (the holder lives in the pivoted one), or -1
+    own_ns: int    # the pivoted one
     skeleton: Path
     mounts: list[str]
     log: list[str]
@@ -155,7 +163,9 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
     redo = {n: k for n, k in kinds.items()
             if k in ("dir", "bind") and not builder.has_mounts_below(os.path.join(level, n))
             and not (lost and k == "dir" and n in had_dir)}
-    new = overlay_fd(str(skeleton), str(builder.make_upper(level)), str(builder.work_dir(level)))
+    upper, work = str(builder.make_upper(level)), str(builder.work_dir(level))
+    with host_view(builder):
+        new = overlay_fd(str(skeleton), upper, work)
     try:
         attach(new, AT_FDCWD, level, MOVE_MOUNT_BENEATH)
         for point in children:
@@ -189,14 +199,36 @@ def _update(builder: Skeletons, real: str, copy: Path) -> str | None:
         return None
 
 
+@contextlib.contextmanager
+def host_view(builder: Skeletons) -> Iterator[None]:
+    """In the host's mount namespace for a moment, the holder's being the pivoted one without
+    the host's mounts: overlayfs takes its layers, and open_tree its source, only from the
+    caller's own namespace. The mounts made there are detached; they are attached back in
+    the sandbox's. Calls never join the holder's namespace (they take the session's init's),
+    so none can join the host's meanwhile; a holder that cannot go back ends at once."""
+    if builder.host_ns < 0:   # not pivoted
+        yield
+        return
+    _check(_libc.setns(builder.host_ns, CLONE_NEWNS), "setns to the host's mount namespace")
+    try:
+        yield
+    finally:
+        if _libc.setns(builder.own_ns, CLONE_NEWNS) != 0:
+            os._exit(70)
+
+
 def _mount_entry(builder: Skeletons, level: str, name: str, kind: str, new: int) -> None:
     path = os.path.join(level, name)
     real = builder.real_prefix + path
     try:
         if kind == "dir":
-            fd = overlay_fd(real, str(builder.make_upper(path)), str(builder.work_dir(path)))
+            upper, work = str(builder.make_upper(path)), str(builder.work_dir(path))
+            with host_view(builder):
+                fd = overlay_fd(real, upper, work)
         else:
-            fd = bind_fd(real, readonly=os.path.isfile(real))
+            readonly = os.path.isfile(real)
+            with host_view(builder):
+                fd = bind_fd(real, readonly)
         try:
             attach(fd, new, name)
         finally:

@@ -87,7 +87,7 @@ class Watch:
             wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path),
                                              IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD)
             if wd >= 0 and wd not in self.tree:   # in the tree, every change counts already
-                # Held open: the holder looks from inside its chroot, where the overlay may
+                # Held open: the holder looks from inside its pivoted root, where the overlay may
                 # remember that the name did not exist.
                 with contextlib.suppress(OSError):
                     self.socket_dirs[wd] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)

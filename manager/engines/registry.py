@@ -33,10 +33,11 @@ class Spec(Value):
         self.container = container
 
 
-# In ``auto``'s order: the first that works here is chosen.
+# In ``auto``'s order: the first that works here is chosen. overlay before try: try runs
+# the command as root in a chroot by its own design, which is not a security boundary.
 ENGINES: dict[str, Spec] = {
-    "try": Spec("manager.engines.tryengine:TryEngine", container=False),
     "overlay": Spec("manager.engines.overlay:OverlayEngine", container=False),
+    "try": Spec("manager.engines.tryengine:TryEngine", container=False),
     "podman": Spec("manager.engines.container:PodmanEngine", container=True),
     "docker": Spec("manager.engines.container:DockerEngine", container=True),
 }

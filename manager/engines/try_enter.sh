@@ -85,6 +85,13 @@ unset WORKSPACE_NO_FALLBACK
 export __WS_INNER='
 printf 1 >&96
 exec 96>&- 9>&- 2>&98 98>&-
+# No descriptor but 0-2 for the command (ours, try'"'"'s, the caller'"'"'s); 97, the report,
+# only for the exit trap (bash keeps a close-on-exec copy). try is no boundary anyway.
+for __ws_fd in /proc/self/fd/*; do
+    __ws_fd=${__ws_fd##*/}
+    [[ $__ws_fd == +([0-9]) ]] && ((__ws_fd > 2 && __ws_fd != 97)) && { exec {__ws_fd}>&-; } 2>/dev/null
+done
+unset __ws_fd
 unset EXECID try_remove_log try_mount_log TMPDIR TRY_SHELL
 [[ -n $__WS_TMPDIR_SET ]] && export TMPDIR=$__WS_TMPDIR
 [[ -n $__WS_TRY_SHELL_SET ]] && export TRY_SHELL=$__WS_TRY_SHELL
@@ -99,7 +106,7 @@ unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __
 set -m
 (
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
-    eval "unset __ws_cmd; $__ws_cmd"
+    eval "unset __ws_cmd; $__ws_cmd" 97>&-
 )
 exit $?'
 

@@ -110,12 +110,20 @@ def cached(path: Path, cache: Path) -> TryInfo:
 
 # -- doctor -------------------------------------------------------------------
 
+# Said on every doctor report of try (not a failure: try works as designed).
+NOT_A_BOUNDARY = Check(
+    "security", True,
+    "try is not a security boundary: it runs each command as root in a chroot by its own "
+    "design (\"not a sandbox\"), and a command can leave it for the real filesystem; "
+    "use engine: overlay (or podman/docker) to contain an agent")
+
+
 def checks(configured: str) -> list[Check]:
     path = find(configured)
     where = f"try.path={configured}" if configured else "PATH"
     if path is None:
-        return [Check("try installed", False, f"not found on {where}", INSTALL_HINT)]
-    result = [Check("try installed", True, str(path))]
+        return [Check("try installed", False, f"not found on {where}", INSTALL_HINT), NOT_A_BOUNDARY]
+    result = [NOT_A_BOUNDARY, Check("try installed", True, str(path))]
     try:
         info = inspect(path)
     except TryError as exc:

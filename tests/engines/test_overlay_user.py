@@ -125,8 +125,8 @@ def _overlay_checks(account: Account, **env: str) -> tuple[list[dict[str, object
 
 
 def test_doctor_says_works_after_a_real_call(account: Account):
-    # Without try, which auto would choose first when it works.
-    checks, chosen = _overlay_checks(account, PATH=_path_without(account, "try"))
+    # try installed or not: auto chooses overlay first (try is not a security boundary).
+    checks, chosen = _overlay_checks(account)
     trial = [c for c in checks if c["name"] == overlay.TRIAL_CHECK]
     assert trial and trial[0]["ok"] and trial[0]["detail"] == "works", checks
     assert all(c["ok"] for c in checks), checks
@@ -455,6 +455,19 @@ def test_what_a_refresh_cannot_show_is_written_to_mount_log(account: Account):
     assert (seen.returncode, seen.stdout) == (0, "a:b\nsub\n"), seen.stderr
     log = (account.sandbox() / "mount.log").read_text()
     assert f"{odd}: appeared after the sandbox started and cannot be shown" in log, log
+
+
+def test_a_large_file_made_outside_in_a_snapshotted_directory_is_bound(account: Account):
+    """Larger than a skeleton copies, it is bound from the real filesystem, which the holder
+    reaches only from the host's mount namespace (it lives in the pivoted one)."""
+    level, outer = _snapshotted_level(account)
+    account.ws("run", "--", "true", outer=outer, check=True)
+    pid = overlay.holder_pid(account.sandbox())
+    big = level / "big.bin"
+    _write(account, big, "start" + "x" * (2 << 20))
+    seen = account.ws("run", "--", "sh", "-c", f"head -c 5 {big}; wc -c < {big}")
+    assert (seen.returncode, seen.stdout) == (0, f"start{5 + (2 << 20)}\n"), seen.stderr
+    assert overlay.holder_pid(account.sandbox()) == pid
 
 
 def test_parallel_calls_see_a_snapshotted_directory_that_keeps_changing(account: Account):

@@ -18,10 +18,11 @@ from .conftest import upper
 
 def test_a_cd_into_the_upper_dir_is_not_followed(claude: Claude, project: Path) -> None:
     """The command controls what the sandbox reports (it can replace the EXIT trap that
-    writes fd 97), so it can name its own upper dir, which exists on the real disk."""
+    writes the report, fd 97, to the entry), so it can name its own upper dir, which exists
+    on the real disk."""
     claude.start()
     built = upper() / str(project).lstrip("/") / "evil"
-    run = claude.bash(f"mkdir -p evil/.git && trap - EXIT && printf %s {built} >&97")
+    run = claude.bash(f"mkdir -p evil/.git && trap 'printf %s {built} >&97' EXIT")
     assert run.returncode == 0 and built.is_dir(), run   # it exists on the real disk
     assert run.cwd == str(project), "the client was moved into the sandbox's upper dir"
 
