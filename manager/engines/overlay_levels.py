@@ -163,9 +163,14 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
     redo = {n: k for n, k in kinds.items()
             if k in ("dir", "bind") and not builder.has_mounts_below(os.path.join(level, n))
             and not (lost and k == "dir" and n in had_dir)}
-    upper, work = str(builder.make_upper(level)), str(builder.work_dir(level))
-    with host_view(builder):
-        new = overlay_fd(str(skeleton), upper, work)
+    try:
+        upper, work = str(builder.make_upper(level)), str(builder.work_dir(level))
+        with host_view(builder):
+            new = overlay_fd(str(skeleton), upper, work)
+    except FileNotFoundError:
+        if os.path.isdir(real):
+            raise
+        return   # gone while we looked (a container's layer under /var/lib/docker): as above
     try:
         attach(new, AT_FDCWD, level, MOVE_MOUNT_BENEATH)
         for point in children:
