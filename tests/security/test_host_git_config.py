@@ -53,8 +53,7 @@ CASES = {
     "filter.a=b.clean": "{cmd}",
 }
 # What makes a key take effect: the attributes that select the drivers, signing on.
-COMPANIONS = {"filter.evil.process": [("filter.evil.required", "true")],
-              "gpg.program": [("commit.gpgSign", "true")],
+COMPANIONS = {"gpg.program": [("commit.gpgSign", "true")],
               "gpg.ssh.program": [("commit.gpgSign", "true"), ("gpg.format", "ssh")],
               "remote.origin.uploadpack": [("remote.origin.url", "/nonexistent")],
               "remote.origin.receivepack": [("remote.origin.url", "/nonexistent")]}
@@ -64,7 +63,8 @@ ATTRIBUTES = "* filter=evil diff=evil merge=evil\n*.md filter=a=b\n"
 def _plant(repo: Path, tmp: Path, key: str, home: Path) -> Path:
     marker = tmp / "host-marker"
     script = tmp / "mark.sh"
-    script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat >/dev/null\n")
+    script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\n")   # reads no input: a
+    # process filter waiting for its handshake would hang the sandbox's git
     script.chmod(0o755)
     cmd = f"{script} {key}"
     hooks = tmp / "evil-hooks"
@@ -101,8 +101,9 @@ def test_host_git_runs_no_program_the_config_names(claude: Claude, repo: Path, t
     assert claude.hook("UserPromptSubmit", {"prompt": "go"}).returncode == 0
     # Git in the sandbox runs what the config says, there (its marker stays in the
     # sandbox: only the project is committed).
-    claude.bash("printf 'x\\ny\\nz\\n' > s.txt; git add s.txt; git -c user.name=T "
-                "-c user.email=t@e -c commit.gpgSign=false commit -q --no-verify -m s; true")
+    g = "git -c filter.evil.process= -c user.name=T -c user.email=t@e -c commit.gpgSign=false"
+    run = claude.bash(f"printf 'x\\ny\\nz\\n' > s.txt; {g} add s.txt; {g} commit -q --no-verify -m s")
+    assert run.returncode == 0, run
     stop = claude.hook("Stop", {"stop_hook_active": False})
     assert stop.returncode == 0, stop.stderr
     assert stop.json.get("decision") == "block", stop.json       # the budget was counted
