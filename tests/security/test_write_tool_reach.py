@@ -104,3 +104,13 @@ def test_the_venv_running_the_hook_is_refused_inside_the_project(claude: Claude,
 def test_the_plugins_code_is_refused(claude: Claude) -> None:
     for path in (REPO / "bin" / "workspace-hook", REPO / "manager" / "claude" / "pretool.py"):
         assert _refused(claude, path), path
+
+
+def test_plan_mode_files_are_allowed_but_not_through_a_link_out(claude: Claude,
+                                                                tmp_path: Path) -> None:
+    """The client has the Write tool put plan mode's plan in Claude's plans directory."""
+    plans = tmp_path / "home" / ".claude" / "plans"
+    plans.mkdir(parents=True)
+    assert not _refused(claude, plans / "a-plan.md")
+    (plans / "out").symlink_to(tmp_path / "home")
+    assert _refused(claude, plans / "out" / ".bashrc")
