@@ -21,6 +21,7 @@ import os
 import stat
 
 from manager.claude import protocol
+from manager.claude.viewpath import opaque
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ READ = "Read"
 REFUSED = ("Edit", "MultiEdit", "NotebookEdit")
 WRITE = "Write"
 TOOLS = (READ, WRITE, *REFUSED)
-OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
 
 
 def target(tool_input: dict[str, Any]) -> str | None:
@@ -69,19 +69,9 @@ def _lookup(upper: str, rel: str) -> tuple[str, str] | None:
         last = i == len(parts) - 1
         if last:
             return "copy", current
-        if stat.S_ISDIR(st.st_mode) and _opaque(current):
+        if stat.S_ISDIR(st.st_mode) and opaque(current):
             return "deleted", current   # a replaced directory hides the real one
     return None
-
-
-def _opaque(path: str) -> bool:
-    for name in OPAQUE:
-        try:
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def judge(tool: str, tool_input: dict[str, Any], hot: Hot,
@@ -89,12 +79,12 @@ def judge(tool: str, tool_input: dict[str, Any], hot: Hot,
     path = target(tool_input)
     if path is None or tool == WRITE:
         return {}
-    view = sandbox_view(hot.get("layers") or [], path)
+    layers = hot.get("layers") or []
+    view = sandbox_view(layers, path)
+    if tool == READ:
+        return _read(tool_input, path, view, layers, hot, payload)
     if view is None:
         return {}
-    kind, upper = view
-    if tool == READ:
-        return _read(tool_input, path, kind, upper, hot, payload)
     return protocol.deny(
         f"{path} has pending changes in the workspace sandbox, where Bash commands run, so "
         "the real file is not what they see and a direct edit would be lost to them. Edit it "
@@ -102,26 +92,43 @@ def judge(tool: str, tool_input: dict[str, Any], hot: Hot,
         f"or ask the user to apply the sandbox's version first: /workspace:commit {path}")
 
 
-def _read(tool_input: dict[str, Any], path: str, kind: str, upper: str,
-          hot: Hot, payload: dict[str, Any]) -> dict[str, Any]:
-    if kind == "deleted":
+def _read(tool_input: dict[str, Any], path: str, view: tuple[str, str] | None,
+          layers: list[list[str]], hot: Hot, payload: dict[str, Any]) -> dict[str, Any]:
+    """Redirected to the file the sandbox's view of ``path`` ends at, symlinks followed
+    as the sandbox follows them, and judged on that file as well as on ``path``."""
+    from manager.claude import viewpath
+
+    if view is not None and view[0] == "deleted":
         return protocol.deny(f"{path} is deleted in the workspace sandbox, where Bash commands "
                              "run (pending the user's review); it no longer exists there.")
-    if os.path.isdir(upper):
+    found = viewpath.resolve(layers, path)
+    if found is None:
+        return protocol.deny(f"{path} is a symlink loop in the workspace sandbox.")
+    if not found.through_upper:
+        return {}                   # the sandbox shows the real file: the client reads it
+    if found.host is None:
+        return protocol.deny(f"{path} does not exist in the workspace sandbox, where Bash "
+                             f"commands run (it leads to {found.target}, pending changes).")
+    if os.path.isdir(found.host):
         return {}
-    updated = dict(tool_input, file_path=upper)
-    note = f"{path} has pending changes in the workspace sandbox; Read shows that version."
+    updated = dict(tool_input, file_path=found.host)
+    via = f" (a symlink to {found.target} there)" if found.target != path else ""
+    note = f"{path} has pending changes in the workspace sandbox{via}; Read shows that version."
     project = os.environ.get("CLAUDE_PROJECT_DIR") or hot.get("project") or "/"
-    rule = read_rule(path, project, payload)
-    if rule is not None and rule.kind == "deny":
-        return protocol.deny(f"workspace: your {rule.source} say deny for {rule.text} ({path})")
-    if rule is not None and rule.kind == "ask":
-        return protocol.pre_tool("ask", f"workspace: reads the sandbox's version of {path} "
-                                        f"(your {rule.source} say ask for {rule.text})",
-                                 updated, note)
-    inside = path.startswith(project.rstrip("/") + "/")
+    rules = [read_rule(p, project, payload) for p in dict.fromkeys((path, found.target))]
+    for kind in ("deny", "ask"):
+        rule = next((r for r in rules if r is not None and r.kind == kind), None)
+        if rule is not None and kind == "deny":
+            return protocol.deny(f"workspace: your {rule.source} say deny for {rule.text} "
+                                 f"({path}{via})")
+        if rule is not None:
+            return protocol.pre_tool("ask", f"workspace: reads the sandbox's version of {path}"
+                                            f"{via} (your {rule.source} say ask for {rule.text})",
+                                     updated, note)
     # Reading inside the project needs no prompt; elsewhere the client decides on the copy.
-    allowed = rule is not None or inside or payload.get("permission_mode") == "bypassPermissions"
+    inside = [r is not None or p.startswith(project.rstrip("/") + "/")
+              for p, r in zip(dict.fromkeys((path, found.target)), rules, strict=True)]
+    allowed = all(inside) or payload.get("permission_mode") == "bypassPermissions"
     decision = "allow" if allowed else None
     return protocol.pre_tool(decision, note if decision else None, updated, note)
 

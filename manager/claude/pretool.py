@@ -66,12 +66,13 @@ def _guarded(tool: str, tool_input: dict[str, Any],
     project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     path = os.path.join(cwd if isinstance(cwd, str) and cwd.startswith("/") else project,
                         os.path.expanduser(path))
-    root = guarded.protected(path, project)
-    if root is None:
+    why = guarded.refusal(path, project)
+    if why is None:
         return None
     return protocol.deny(
-        f"workspace: {path} is part of what keeps Bash calls sandboxed ({root}); {tool} may "
-        "not change it. Ask the user to make this change themselves.")
+        f"workspace: {why}; {tool} may not change it (it writes on the host, outside the "
+        "sandbox). Make the change with a Bash command (it runs in the sandbox, where the "
+        "user reviews it), or ask the user to make it themselves.")
 
 
 def _session(claude_id: str, payload: dict[str, Any]) -> tuple[str, Hot]:

@@ -1,7 +1,8 @@
 """Git plumbing for the guard rails: one place that runs git.
 
 Every call goes through :func:`run` with an explicit environment, so the user's
-index, refs and object store are only ever read. Writes go to a temporary
+index, refs and object store are only ever read, and git runs no program that its
+configuration names (:func:`host_env`). Writes go to a temporary
 index (``GIT_INDEX_FILE``) and to our own object directory
 (``GIT_OBJECT_DIRECTORY``), which borrows the user's objects as an alternate.
 Work is batched: one subprocess per step, never one per file.
@@ -23,10 +24,29 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from typing import Final
 
-# Variables that would point git at another repository, index or object store.
+# Variables that would point git at another repository, index or object store, or
+# give it settings that outrank ours (GIT_CONFIG_*: see host_env).
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_NAMESPACE",
-          "GIT_COMMON_DIR", "GIT_QUARANTINE_PATH", "GIT_REPLACE_REF_BASE")
+          "GIT_COMMON_DIR", "GIT_QUARANTINE_PATH", "GIT_REPLACE_REF_BASE",
+          "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF")
+# Settings that name a program for git to run, each given a harmless value on every
+# call. The hooks and the CLI run git on the host, and the agent may have written
+# git configuration (.git/config and its includes, hooks, attributes). Transports are
+# off altogether: a partial clone fetches missing objects through the remote's programs.
+NEUTRAL = (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"),
+           ("core.pager", "cat"), ("core.editor", "true"), ("sequence.editor", "true"),
+           ("core.askPass", ""), ("credential.helper", ""), ("core.sshCommand", "false"),
+           ("protocol.allow", "never"), ("diff.external", ""), ("commit.gpgSign", "false"),
+           ("tag.gpgSign", "false"), ("log.showSignature", "false"), ("gpg.program", "false"),
+           ("gpg.openpgp.program", "false"), ("gpg.x509.program", "false"),
+           ("gpg.ssh.program", "false"), ("gpg.ssh.defaultKeyCommand", "false"),
+           ("core.alternateRefsCommand", ""), ("uploadpack.packObjectsHook", ""))
+# ... and the ones under a name the config chooses (filter.<driver>.clean): read first.
+_NAMED = r"^(filter|diff|merge|hook)\..*\.(clean|smudge|process|textconv|command|driver)$"
+_PROGRAM_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_EDITOR": "true",
+                "GIT_SEQUENCE_EDITOR": "true", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true"}
+_named_cache: dict[tuple[str, ...], list[tuple[str, str]]] = {}
 # Settings that keep our scratch work from writing next to the user's index or
 # printing advice meant for people.
 _CONFIG = ("core.splitIndex=false", "advice.addEmbeddedRepo=false", "advice.addIgnoredFile=false",
@@ -94,8 +114,7 @@ class Git(Record):
         for item in _CONFIG:
             argv += ["-c", item]
         argv += list(args)
-        env = _base_env()
-        env.update({"GIT_DIR": str(self.repo.git_dir), "GIT_WORK_TREE": str(self.repo.worktree)})
+        env = host_env(self.repo)
         env.update(self.env)
         proc = subprocess.run(argv, input=input, capture_output=True, env=env,
                               cwd=cwd or self.repo.worktree)
@@ -371,14 +390,58 @@ def _attach_numstat(entries: list[DiffEntry], it: Iterator[bytes]) -> None:
 
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
-    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.update(_PROGRAM_ENV)
     env["LC_ALL"] = "C"
     return env
 
 
+def host_env(repo: Repo | None = None) -> dict[str, str]:
+    """The environment for any git run on the host: ``repo``'s (when given), with every
+    setting that would run a program neutralised (given as GIT_CONFIG_KEY_n/VALUE_n: a
+    driver's name may hold a ``=``, which ``-c`` cannot pass)."""
+    env = _base_env()
+    pairs = list(NEUTRAL)
+    if repo is not None:
+        env.update({"GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(repo.worktree)})
+        pairs += _named_programs(repo, env)
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    return env
+
+
+def _named_programs(repo: Repo, env: dict[str, str]) -> list[tuple[str, str]]:
+    """Empty commands for the drivers the config defines (a filter is also made optional),
+    read once per process while the repository's config files stay as they are."""
+    key = (str(repo.git_dir), *(_stamp(d / "config") for d in (repo.git_dir, repo.common_dir)))
+    found = _named_cache.get(key)
+    if found is None:
+        proc = subprocess.run(["git", "config", "-z", "--name-only", "--get-regexp", _NAMED],
+                              capture_output=True, env=env, cwd=repo.worktree)
+        if proc.returncode not in (0, 1):
+            raise GitError(["config"], proc.returncode, proc.stderr.decode(errors="replace"))
+        found = []
+        for name in dict.fromkeys(proc.stdout.decode(errors="surrogateescape").split("\0")):
+            if name:
+                found.append((name, ""))
+                if name.startswith("filter."):
+                    found.append((name.rpartition(".")[0] + ".required", "false"))
+        _named_cache[key] = found
+    return found
+
+
+def _stamp(path: Path) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
 def discover(path: Path) -> Repo | None:
     """The git work tree containing ``path``, or None (not a repository, bare, or no git)."""
-    env = _base_env()
+    env = host_env()
     try:
         proc = subprocess.run(["git", "rev-parse", "--show-toplevel", "--absolute-git-dir",
                                "--git-common-dir"], cwd=path, capture_output=True, env=env)

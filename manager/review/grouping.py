@@ -18,6 +18,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import is_within
+from manager.git.plumbing import host_env
 from manager.record import Record
 
 # Roots whose second level says more than the first (/usr/local, /var/lib...).
@@ -161,7 +162,7 @@ def _ignored_tops(project: Path, entries: list[Entry], ignores: IgnoreQuery) -> 
     return result
 
 
-_GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"]
+_GIT = ["git", "-c", "core.quotePath=false"]
 
 
 class IgnoreQuery:
@@ -180,7 +181,8 @@ class IgnoreQuery:
         self.git_dir = str(project / ".git")
         self.asked: dict[str, bytes] = {}     # absolute path -> what git was asked
         self.ancestors: set[str] = set()
-        self._env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        self._env = {k: v for k, v in host_env().items()
+                     if not k.startswith("GIT_") or k.startswith("GIT_CONFIG_")}
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: list[bytes] = []
         self._reader: threading.Thread | None = None

@@ -54,19 +54,19 @@ def test_git_diff_after_an_edit_does_not_copy_the_index(claude: Claude, repo: Pa
     assert shown == "default"
 
 
-def test_repository_config_from_the_write_tool_runs_only_inside(claude: Claude, repo: Path,
-                                                                tmp_path: Path) -> None:
-    """The Write tool lands on the real .git/config; the git that reads it is sandboxed."""
+def test_repository_config_runs_only_inside(claude: Claude, repo: Path, tmp_path: Path) -> None:
+    """The Write tool may not write the real .git/config; config that got there by
+    another road runs only inside, for the git the agent runs."""
     marker = tmp_path / "fsmonitor-ran"
     claude.start()
     config = repo / ".git" / "config"
     assert claude.hook("PreToolUse", {"tool_name": "Write", "tool_use_id": "toolu_w1",
                                       "tool_input": {"file_path": str(config),
-                                                     "content": "x"}}).decision != "deny"
+                                                     "content": "x"}}).decision == "deny"
     script = tmp_path / "fsmon.sh"
     script.write_text(f"#!/bin/sh\ntouch {marker}\n")
     script.chmod(0o755)
-    with config.open("a") as f:       # what the Write tool would have written
+    with config.open("a") as f:
         f.write(f"[core]\n\tfsmonitor = {script}\n\tpager = touch {marker}.pager\n"
                 f"[diff \"t\"]\n\ttextconv = touch {marker}.textconv\n")
     (repo / ".gitattributes").write_text("*.txt diff=t\n")
