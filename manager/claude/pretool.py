@@ -138,7 +138,7 @@ def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
         # line of characters that str.strip() would remove but bash would not
     own = passthrough.own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT"))
     if own == "run":
-        return _as_judged(command, script, tool_input, None, None)
+        return _left(command, shell.requote(script), tool_input, None)
     if own == "refuse":
         return protocol.deny(OWN_REFUSED)
     if state.take_bypass(session_id):      # the user's one-shot: their command as written
@@ -159,25 +159,24 @@ def _outside(command: str, script: shell.Script, project: str, tool_input: dict[
     verdict = permissions.by_rule(command, script, permissions.load_rules(project))
     if verdict is not None and verdict.decision == "deny":
         return protocol.deny(f"workspace: {verdict.reason}")
-    reason = None if verdict is None else ask_reason(command, verdict.reason,
-                                                     "outside the sandbox")
-    answer = (_as_judged(command, script, tool_input, "ask" if reason else None, reason)
-              if judged else protocol.pre_tool("ask", reason) if reason else {})
+    line = shell.requote(script) if judged else command
+    reason = None if verdict is None else ask_reason(line, verdict.reason, "outside the sandbox")
+    answer = _left(command, line, tool_input, reason)
     if notice:
         answer["systemMessage"] = notice
     return answer
 
 
-def _as_judged(command: str, script: shell.Script, tool_input: dict[str, Any],
-               decision: str | None, reason: str | None) -> dict[str, Any]:
-    """Run the command line written back from the judged words (:func:`shell.requote`), so
-    that what bash runs outside the sandbox is what was judged, whatever the judge misread;
-    the original when it is that line already (the client's own allow rules then match it)."""
-    line = shell.requote(script)
+def _left(command: str, line: str, tool_input: dict[str, Any],
+          ask: str | None) -> dict[str, Any]:
+    """Let the client run ``line`` unsandboxed (asking the user first with reason ``ask``).
+    For a judged call ``line`` is written back from the judged words (:func:`shell.requote`),
+    so that bash runs what was judged whatever the judge misread; when it is the agent's
+    line already, the answer leaves it as it is (the client's allow rules then match it)."""
     updated = None if line == command else dict(tool_input, command=line)
-    if decision is None and updated is None:
+    if ask is None and updated is None:
         return {}
-    return protocol.pre_tool(decision, reason, updated)
+    return protocol.pre_tool("ask" if ask else None, ask, updated)
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
