@@ -5,11 +5,14 @@ only when every simple command in it does: its first
 word is on the ``passthrough`` list (a bare name, never a path that could be
 any program), no ``VAR=value`` prefix, no file redirection or heredoc, no
 ``$(...)``/backticks/process substitution, no subshell or compound syntax,
-and none of the arguments that make a read-only command write or run others
-(``find -delete``, ``find -exec``, ``rg --pre``, ``env CMD``...), and only in the
-exact forms :mod:`manager.claude.policies` allows for it (git: none). When in
-doubt: sandbox. The plugin's own launcher is never wrapped, but the model may
-only run its read-only subcommands.
+nothing else bash would interpret (the line is :attr:`shell.Script.plain`:
+no expansion, glob, brace, tilde, comment...; it then runs as
+:func:`shell.requote` writes it from the words judged here), and none of the
+arguments that make a read-only command write or run others (``find -delete``,
+``find -exec``, ``rg --pre``, ``env CMD``...), and only in the exact forms
+:mod:`manager.claude.policies` allows for it (git: none). When in doubt: sandbox.
+The plugin's own launcher is never wrapped, but the model may only run its
+read-only subcommands (requoted as well).
 """
 
 from __future__ import annotations
@@ -28,15 +31,18 @@ OWN_READ_ONLY = frozenset(("status", "diff", "sessions", "doctor", "help"))
 
 
 def own_script(script: shell.Script, plugin_root: str | None) -> str | None:
-    """"run" when every part runs the plugin's launcher read-only, "refuse" when one would
-    change something outside the sandbox (commit, discard, hooks...: the user's to do), or
-    None when this is not (only) the launcher."""
-    if not plugin_root or not _plain(script):
+    """"run" when every part runs the plugin's launcher read-only (and the line is plain:
+    it runs requoted), "refuse" when one would change something outside the sandbox
+    (commit, discard, hooks...: the user's to do), or None when this is not (only) the
+    launcher, or not plain (sandboxed)."""
+    if not plugin_root or not script.parts:
         return None
     own = os.path.join(plugin_root, OWN)
     if not all(p.words and p.words[0] == own and not p.file_redirect for p in script.parts):
         return None
-    return "run" if all(_own_read_only(p.words[1:]) for p in script.parts) else "refuse"
+    if not all(_own_read_only(p.words[1:]) for p in script.parts):
+        return "refuse"               # a refusal is safe however the line was misread
+    return "run" if _plain(script) else None
 
 
 def _own_read_only(args: list[str]) -> bool:
@@ -75,8 +81,9 @@ def runs_git(script: shell.Script) -> bool:
 
 
 def _plain(script: shell.Script) -> bool:
-    return bool(script.parts) and not (script.substitution or script.compound
-                                       or script.unterminated)
+    """Nothing in it for bash to interpret (see :mod:`manager.claude.shell`): what runs
+    outside the sandbox is :func:`shell.requote` of what was judged here."""
+    return bool(script.parts) and script.plain
 
 
 def _part_passes(part: shell.Part, allowed: list[str] | tuple[str, ...]) -> bool:

@@ -107,8 +107,10 @@ def bash(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,
     project = os.environ.get("CLAUDE_PROJECT_DIR") or hot["project"]
     unwrapped = _unwrapped(command, script, tool_input, session_id, config, project)
     if unwrapped is not None:
-        if unwrapped.get("hookSpecificOutput", {}).get("permissionDecision") != "deny":
-            state.record_call(session_id, call_id, command)
+        spec = unwrapped.get("hookSpecificOutput", {})
+        if spec.get("permissionDecision") != "deny":
+            state.record_call(session_id, call_id,
+                              spec.get("updatedInput", {}).get("command", command))
         return unwrapped
     mode = str(payload.get("permission_mode") or "default")
     verdict = permissions.judge(command, script, mode, permissions.load_rules(project))
@@ -137,31 +139,45 @@ def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
         # line of characters that str.strip() would remove but bash would not
     own = passthrough.own_script(script, os.environ.get("CLAUDE_PLUGIN_ROOT"))
     if own == "run":
-        return {}
+        return _left(command, shell.requote(script), tool_input, None)
     if own == "refuse":
         return protocol.deny(OWN_REFUSED)
-    if state.take_bypass(session_id):
-        return _outside(command, script, project, {"systemMessage": BYPASS_NOTE})
+    if state.take_bypass(session_id):      # the user's one-shot: their command as written
+        return _outside(command, script, project, tool_input, BYPASS_NOTE, judged=False)
     if tool_input.get("dangerouslyDisableSandbox") is True and config["plugin.allow_model_bypass"]:
-        return _outside(command, script, project,
-                        {"systemMessage": BYPASS_NOTE + " (dangerouslyDisableSandbox)"})
+        return _outside(command, script, project, tool_input,
+                        BYPASS_NOTE + " (dangerouslyDisableSandbox)", judged=False)
     if passthrough.passes(script, config["passthrough"]):
-        return _outside(command, script, project, {})
+        return _outside(command, script, project, tool_input, None, judged=True)
     return None
 
 
-def _outside(command: str, script: shell.Script, project: str,
-             answer: dict[str, Any]) -> dict[str, Any]:
-    """A call left to the client unchanged: it judges the command itself, but not the
-    command behind a wrapper (`sudo rm` for a rule on `rm`), so the user's deny and ask
-    rules are applied here too."""
+def _outside(command: str, script: shell.Script, project: str, tool_input: dict[str, Any],
+             notice: str | None, judged: bool) -> dict[str, Any]:
+    """A call that runs outside the sandbox. The client judges the command itself, but not
+    the command behind a wrapper (`sudo rm` for a rule on `rm`), so the user's deny and ask
+    rules are applied here too. A ``judged`` one runs as the words judged, requoted."""
     verdict = permissions.by_rule(command, script, permissions.load_rules(project))
-    if verdict is None:
-        return answer
-    if verdict.decision == "deny":
+    if verdict is not None and verdict.decision == "deny":
         return protocol.deny(f"workspace: {verdict.reason}")
-    reason = ask_reason(command, verdict.reason, "outside the sandbox")
-    return dict(answer, **protocol.pre_tool("ask", reason))
+    line = shell.requote(script) if judged else command
+    reason = None if verdict is None else ask_reason(line, verdict.reason, "outside the sandbox")
+    answer = _left(command, line, tool_input, reason)
+    if notice:
+        answer["systemMessage"] = notice
+    return answer
+
+
+def _left(command: str, line: str, tool_input: dict[str, Any],
+          ask: str | None) -> dict[str, Any]:
+    """Let the client run ``line`` unsandboxed (asking the user first with reason ``ask``).
+    For a judged call ``line`` is written back from the judged words (:func:`shell.requote`),
+    so that bash runs what was judged whatever the judge misread; when it is the agent's
+    line already, the answer leaves it as it is (the client's allow rules then match it)."""
+    updated = None if line == command else dict(tool_input, command=line)
+    if ask is None and updated is None:
+        return {}
+    return protocol.pre_tool("ask" if ask else None, ask, updated)
 
 
 def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: str,

@@ -7,6 +7,13 @@ hard to judge: command or process substitution, redirections to files,
 heredocs, subshells, groups and compound keywords. Callers treat every such
 flag as "when in doubt, sandbox". Standard library only and no ``re``: it runs
 on the PreToolUse hot path.
+
+A command line is *plain* when nothing in it needs bash to interpret more than
+quotes and the operators between simple commands: no expansion of any kind
+(parameters, braces, globs, tildes, arithmetic, history), no comment, no
+``$'...'``. Only a plain line may run outside the sandbox, and then as
+:func:`requote` writes it from the words read here, so that bash runs what was
+judged even where this reader and bash disagree.
 """
 
 from __future__ import annotations
@@ -17,17 +24,27 @@ KEYWORDS = frozenset(("if", "then", "elif", "else", "fi", "for", "while", "until
                       "{", "}", "[[", "]]"))
 REDIRECTIONS = ("&>>", "<<<", "<<-", "&>", ">>", ">|", ">&", "<&", "<>", "<<", "<", ">")
 SAFE_TARGETS = frozenset(("/dev/null",))
+STANDARD_FDS = frozenset(("", "0", "1", "2"))
+# Characters that mean nothing to bash outside quotes (shlex.quote's safe set).
+PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+# What requote writes between two parts for the operator that separated them.
+JOINERS = {"&&": " && ", "||": " || ", "|": " | ", "|&": " |& ", "&": " & ", ";": "; ",
+           "\n": "; "}
+# Reserved words bash would read as syntax in a command's first place.
+RESERVED = KEYWORDS | {"in"}
 
 
 class Part:
     """One simple command: its words (quotes removed) and its source text."""
 
-    __slots__ = ("words", "text", "file_redirect")
+    __slots__ = ("words", "text", "file_redirect", "redirects", "after")
 
     def __init__(self) -> None:
         self.words: list[str] = []
         self.text = ""
         self.file_redirect = False    # a redirection to or from a file, or a heredoc
+        self.redirects: list[str] = []   # the others (fd duplication, /dev/null), as written back
+        self.after = ""               # the operator that ended it ("" at the end of the line)
 
     @property
     def assignments(self) -> list[str]:
@@ -47,7 +64,7 @@ class Part:
 class Script:
     """The simple commands of a command line, and what makes it hard to judge."""
 
-    __slots__ = ("parts", "substitution", "compound", "unterminated", "nested")
+    __slots__ = ("parts", "substitution", "compound", "unterminated", "nested", "plain")
 
     def __init__(self) -> None:
         self.parts: list[Part] = []
@@ -55,6 +72,7 @@ class Script:
         self.compound = False         # ( ), { }, if/for/while/case, functions
         self.unterminated = False     # an open quote, substitution or heredoc at the end
         self.nested: list[str] = []   # the command lines inside substitutions
+        self.plain = True             # nothing for bash to interpret but quotes and operators
 
 
 def is_assignment(word: str) -> bool:
@@ -73,6 +91,7 @@ class _Lexer:
         self.part = Part()
         self.part_start = 0
         self.word: list[str] | None = None
+        self.word_start = 0                  # where the current word began in the text
         self.heredocs: list[tuple[str, bool]] = []
 
     # -- words and parts ----------------------------------------------------
@@ -80,6 +99,7 @@ class _Lexer:
     def add(self, chars: str) -> None:
         if self.word is None:
             self.word = []
+            self.word_start = self.i
         self.word.append(chars)
 
     def end_word(self) -> None:
@@ -87,19 +107,23 @@ class _Lexer:
             self.part.words.append("".join(self.word))
             self.word = None
 
-    def end_part(self, at: int) -> None:
+    def end_part(self, at: int) -> bool:
+        """Close the current simple command; False when it was empty (not kept)."""
         self.end_word()
         self.part.text = self.text[self.part_start:at].strip()
         self._note_keywords(self.part)
-        if self.part.words or self.part.file_redirect:
+        kept = bool(self.part.words or self.part.file_redirect)
+        if kept:
             self.script.parts.append(self.part)
         self.part = Part()
+        return kept
 
     def _note_keywords(self, part: Part) -> None:
         # Compound syntax is flagged; its keywords are dropped so that the commands
         # inside (``if true; then rm x; fi``) are still judged one by one.
         while part.words and part.words[0] in KEYWORDS:
             self.script.compound = True
+            self.script.plain = False
             keyword = part.words.pop(0)
             if part.text.startswith(keyword):
                 part.text = part.text[len(keyword):].lstrip()
@@ -131,25 +155,37 @@ class _Lexer:
                 self._redirection()
             elif c in "()":
                 self.script.compound = True
+                self.script.plain = False
                 self.end_word()
                 self.i += 1
             elif c in ";|&\n":
                 self._operator()
             else:
-                self.add(c)
+                self.add_plain(c)
                 self.i += 1
         if self.heredocs:
             self.script.unterminated = True
-        self.end_part(len(text))
+        if not self.end_part(len(text)) and self.script.parts \
+                and self.script.parts[-1].after in ("&&", "||", "|", "|&"):
+            self.script.plain = False        # bash waits for the rest: not a command
         return self.script
+
+    def add_plain(self, c: str) -> None:
+        """An unquoted character of a word; one bash would interpret makes the line not plain."""
+        if c not in PLAIN:
+            self.script.plain = False
+        self.add(c)
 
     def _operator(self) -> None:
         start = self.i
-        for op in OPERATORS:
-            if self.text.startswith(op, self.i):
-                self.i += len(op)
-                break
-        self.end_part(start)
+        op = next(o for o in OPERATORS if self.text.startswith(o, self.i))
+        self.i += len(op)
+        if self.end_part(start):
+            self.script.parts[-1].after = op
+        elif op != "\n":
+            self.script.plain = False        # `; x`, `a;;`, `a && ; b`: bash's syntax error
+        if op == ";;":
+            self.script.plain = False
         if self.text[start] == "\n" and self.heredocs:
             self._heredoc_bodies()
         self.part_start = self.i
@@ -159,6 +195,8 @@ class _Lexer:
         if nxt == "\n":      # a line continuation
             self.i += 2
             return
+        if not nxt:
+            self.script.plain = False        # a lone backslash at the end
         self.add(nxt)
         self.i += 2
 
@@ -180,18 +218,22 @@ class _Lexer:
                 self.i += 1
                 return
             if c == "\\" and text[self.i + 1:self.i + 2] in ('"', "\\", "$", "`", "\n"):
-                self.add(text[self.i + 1])
+                if text[self.i + 1] != "\n":   # a line continuation, also in double quotes
+                    self.add(text[self.i + 1])
                 self.i += 2
             elif c == "`":
                 self._backquoted()
             elif c == "$" and text[self.i + 1:self.i + 2] == "(":
                 self._dollar()
             else:
+                if c in "$!":                      # expansions, history
+                    self.script.plain = False
                 self.add(c)
                 self.i += 1
         self.script.unterminated = True
 
     def _dollar(self) -> None:
+        self.script.plain = False              # every unquoted $ expands or translates
         text = self.text
         nxt = text[self.i + 1:self.i + 2]
         if nxt == "'":                   # $'...' ANSI-C quoting
@@ -212,6 +254,7 @@ class _Lexer:
 
     def _backquoted(self) -> None:
         self.script.substitution = True
+        self.script.plain = False
         end = self.i + 1
         while end < len(self.text) and self.text[end] != "`":
             end += 2 if self.text[end] == "\\" else 1
@@ -253,15 +296,21 @@ class _Lexer:
         self.i = j + 1
 
     def _comment(self) -> None:
+        self.script.plain = False
         end = self.text.find("\n", self.i)
         self.i = len(self.text) if end < 0 else end
 
     def _redirection(self) -> None:
         text = self.text
-        # A word made only of digits right before the operator is its fd number.
-        if self.word is not None and "".join(self.word).isdigit():
+        # A word made only of digits right before the operator is its fd number
+        # (not of &> and &>>, which take none: `2&>x` has the argument 2).
+        fd = "".join(self.word) if self.word is not None and text[self.i] != "&" else ""
+        if _number(fd):
+            if text[self.word_start:self.i] != fd:
+                self.script.plain = False          # quoted digits: a word to bash
             self.word = None
         else:
+            fd = ""
             self.end_word()
         if text[self.i] in "<>" and text[self.i + 1:self.i + 2] == "(":
             self.script.substitution = True          # process substitution
@@ -275,10 +324,14 @@ class _Lexer:
         if op in ("<<", "<<-"):
             self.heredocs.append((target.strip("'\""), op == "<<-"))
             self.part.file_redirect = True
-        elif op in (">&", "<&") and (target.isdigit() or target == "-"):
-            return                                 # fd duplication: no file
+        elif op in (">&", "<&") and (_number(target) or target == "-"):
+            self.part.redirects.append(fd + op + target)   # fd duplication: no file
         elif target not in SAFE_TARGETS or op == "<<<":
             self.part.file_redirect = True
+        else:
+            self.part.redirects.append(fd + op + target)
+        if fd not in STANDARD_FDS or (_number(target) and target not in STANDARD_FDS):
+            self.script.plain = False      # would hand on whatever else the client has open
 
     def _read_word(self) -> str:
         """The next word, quotes removed (through the normal word machinery)."""
@@ -298,7 +351,7 @@ class _Lexer:
             elif c == "`":
                 self._backquoted()
             else:
-                self.add(c)
+                self.add_plain(c)
                 self.i += 1
         word = "".join(self.word or [])
         self.word, self.part.words = saved_word, saved_parts
@@ -318,6 +371,37 @@ class _Lexer:
         self.heredocs = []
 
 
+def _number(text: str) -> bool:
+    """ASCII digits only: what bash takes for a file descriptor (str.isdigit takes more)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse(command: str) -> Script:
     """Split ``command`` into simple commands, flagging what makes it hard to judge."""
-    return _Lexer(command).run()
+    script = _Lexer(command).run()
+    if "\0" in command or script.substitution or script.compound or script.unterminated \
+            or any(p.file_redirect for p in script.parts):
+        script.plain = False             # requote writes back none of these
+    return script
+
+
+def quote(word: str) -> str:
+    """``word`` for bash, as shlex.quote writes it (without importing re: the hook's hot path)."""
+    if word and all(c in PLAIN for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def requote(script: Script) -> str:
+    """The command line bash reads as exactly ``script``'s parts: every word quoted from
+    what was judged, the kept redirections and the operators between parts written anew.
+    Only for a plain script (no compound syntax, substitution or expansion)."""
+    out = []
+    for part in script.parts:
+        words = [quote(w) for w in part.words]
+        if words and (words[0] in RESERVED or is_assignment(words[0])):
+            words[0] = "'" + words[0] + "'"    # a program of that name, never syntax
+        out.append(" ".join(words + part.redirects))
+        out.append(JOINERS.get(part.after, "") if part is not script.parts[-1]
+                   else " &" if part.after == "&" else "")
+    return "".join(out)

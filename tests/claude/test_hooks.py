@@ -129,6 +129,10 @@ def test_passthrough_own_scripts_and_one_shot_bypass(claude: Claude) -> None:
     assert claude.pre_bash("gh pr list").json == {}
     assert claude.pre_bash("git status").command.startswith("GIT_OPTIONAL_LOCKS=0 ")  # sandboxed
     assert claude.pre_bash(f"{REPO}/bin/workspace status").json == {}
+    requoted = claude.pre_bash(f"{REPO}/bin/workspace  status\n")   # runs as judged
+    assert requoted.json == {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "updatedInput": {"command": f"{REPO}/bin/workspace status"}}}
     assert claude.pre_bash("ls").decision == "allow"                 # sandboxed by default
     state.arm_bypass("sess-1")
     answer = claude.pre_bash("touch outside.txt")
@@ -368,6 +372,9 @@ def test_passthrough_still_obeys_the_users_rules(claude: Claude) -> None:
     asked = claude.pre_bash("sudo docker ps")
     assert asked.decision == "ask" and "updatedInput" not in asked.spec
     assert "outside the sandbox" in asked.spec["permissionDecisionReason"]
+    asked = claude.pre_bash("sudo docker  'ps'")                 # asked for as it will run
+    assert asked.decision == "ask" and asked.command == "sudo docker ps"
+    assert "`sudo docker ps` outside the sandbox" in asked.spec["permissionDecisionReason"]
     state.arm_bypass("sess-1")
     assert claude.pre_bash("git log -1").decision == "deny"   # the one-shot bypass too
 

@@ -72,3 +72,29 @@ def test_huge_and_binary_looking_input_does_not_break() -> None:
     text = "echo " + "a'b\"c$d`e\\" * 20000 + "\x01\x7f\x1b[0m"
     shell.parse(text)                          # terminates, no exception
     assert shell.parse("echo \x01\x02 \x1b[31m").parts[0].words == ["echo", "\x01\x02", "\x1b[31m"]
+
+
+@pytest.mark.parametrize("command", [
+    "docker ps ${X:+ #}; id", "docker ps $X", 'docker ps "$X"', "docker ps {a,b}", "docker ps *",
+    "docker ps [-]v", "docker ps ~", "docker ps # note", "docker ps a#b", "docker ps !x",
+    "docker ps $'\\x2dv'", 'docker ps $"x"', "docker ps $((1))", "docker ps \\", "; docker ps",
+    "docker ps ;; x", "docker ps &&", "docker ps |", "docker ps 'a", "docker ps\0x",
+    "docker ps '2'>/dev/null", "docker ps \\2>&1", "docker ps é", "(docker ps)",
+    "docker ps > out", "docker ps >&3", "docker ps 5</dev/null", "docker ps 21>&-",
+])
+def test_lines_bash_would_interpret_are_not_plain(command: str) -> None:
+    assert not shell.parse(command).plain
+
+
+@pytest.mark.parametrize(("command", "requoted"), [
+    ("docker  ps\t-a", "docker ps -a"),
+    ("docker ps 'a b' \"c'd\" e\\ f", "docker ps 'a b' 'c'\"'\"'d' 'e f'"),
+    ("docker ps 2>/dev/null |& gh pr list &", "docker ps 2>/dev/null |& gh pr list &"),
+    ("a\n\nb;\nc &&\n d", "a; b; c && d"),
+    ("docker ps 2&>/dev/null", "docker ps 2 &>/dev/null"),   # &> takes no fd: 2 is a word
+    ("'A=1' y", "'A=1' y"),                   # a program of that name, not an assignment
+    ('docker ps "a\\\nb"', "docker ps ab"),
+])
+def test_requote(command: str, requoted: str) -> None:
+    script = shell.parse(command)
+    assert script.plain and shell.requote(script) == requoted

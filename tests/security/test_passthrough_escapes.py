@@ -14,6 +14,7 @@ import pytest
 
 from manager import config
 from manager.claude import passthrough
+from manager.claude import rewrite
 from manager.claude import shell
 from tests.claude.conftest import Claude
 
@@ -142,3 +143,46 @@ def test_escapes_run_only_in_the_sandbox(claude: Claude, repo: Path, tmp_path: P
     assert not marker.exists(), f"{command} ran a program on the host"
     if "podman" not in command:                   # podman may be absent inside: no marker then
         assert in_upper(marker).exists(), "the program did not run in the sandbox either"
+
+
+
+# What bash reads differently from the judge (issue 20): a comment the judge saw inside
+# `${...}`, and options that only exist once bash expands braces, $IFS, defaults and globs.
+# {ctr}: a stand-in docker or podman that records the arguments it ran with, where it ran.
+MISREAD = [line.replace("{ctr}", ctr) for ctr in ("docker", "podman") for line in (
+    "{ctr} ps -q ${{__Q:+ #}}; touch {m}",
+    "{ctr} run --rm {{-v,/victim:/h,IMG,sh,-c,'touch /h/x'}}",
+    "{ctr} run --rm $IFS-v$IFS/victim:/h IMG sh -c 'touch /h/x'",
+    "{ctr} run --rm ${{U:--v}} /victim:/h IMG sh -c 'touch /h/x'",
+    "{ctr} run --rm [-]v /victim:/h IMG sh -c 'touch /h/x'",
+)] + ["{own} status ${{__Q:+ #}}; touch {m}"]
+
+
+def _stand_ins(tmp_path: Path, record: Path) -> Path:
+    """docker and podman first on PATH, writing their arguments to ``record``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("docker", "podman"):
+        (bin_dir / name).write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" >> {record}\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("command", MISREAD)
+def test_misread_lines_run_only_in_the_sandbox(claude: Claude, tmp_path: Path,
+                                               command: str) -> None:
+    """Each line passed through before: bash ran the part after the comment the judge saw,
+    or a container with a host directory mounted. Now each runs in the sandbox."""
+    marker, record = _marker(tmp_path), tmp_path / "ran"
+    bin_dir = _stand_ins(tmp_path, record)
+    (claude.project / "-v").write_text("")       # what the glob [-]v matches
+    claude.env.update(PATH=f"{bin_dir}:{claude.env['PATH']}", __Q="1", U="-v")
+    claude.start()
+    own = Path(claude.env["CLAUDE_PLUGIN_ROOT"], passthrough.OWN)
+    line = command.format(m=marker, own=own)
+    answer = claude.pre_bash(line)
+    assert answer.decision != "deny", answer.json
+    claude.shell(answer.command if "updatedInput" in answer.spec else line)
+    assert not marker.exists() and not record.exists(), f"{line} ran on the host"
+    assert rewrite.FINISH in answer.command, answer.json        # the sandbox's wrapper
+    assert in_upper(marker).exists() or in_upper(record).exists(), "nor in the sandbox"
