@@ -24,8 +24,10 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager.changes.meta import ORIGIN_XATTRS
 from manager.changes.meta import OVERLAY_XATTR_PREFIXES
 from manager.changes.meta import content_xattrs
+from manager.changes.meta import mark_copy_up
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
@@ -71,6 +73,8 @@ def set_content_xattrs(tarinfo: tarfile.TarInfo, path: str) -> None:
     engine's volume: it never reaches the real files, so nothing is lost that
     review would have to show.
     """
+    if any(XATTR_PREFIX + name in tarinfo.pax_headers for name in ORIGIN_XATTRS):
+        mark_copy_up(path)   # the commit's conflict check reads it (commit.plan)
     for key, value in tarinfo.pax_headers.items():
         name = key[len(XATTR_PREFIX):]
         if not key.startswith(XATTR_PREFIX) or name.startswith(OVERLAY_XATTR_PREFIXES):

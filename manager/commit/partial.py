@@ -15,6 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
+from manager.changes.meta import mark_copy_up
 from manager.commit.btime import AT_FDCWD
 from manager.commit.btime import birth_ns
 from manager.errors import WorkspaceError
@@ -43,15 +44,6 @@ def write_real(path: Path, expected: bytes, content: bytes) -> None:
         raise
 
 
-def mark_copy_up(upper: Path) -> None:
-    """Mark ``upper`` as the overlay marks a copy-up whose origin it does not know: its
-    birth is then the moment of the sandbox's view (see manager.commit.plan)."""
-    from manager.commit.plan import is_copy_up
-    if not is_copy_up(str(upper)):
-        name = "trusted.overlay.origin" if os.geteuid() == 0 else "user.overlay.origin"
-        os.setxattr(upper, name, b"", follow_symlinks=False)
-
-
 def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
     """Copy the sandbox's file onto a new inode (same bytes, mode, times, xattrs) born
     strictly after the real file's last change: clocks are coarse, and a tie counts as
@@ -59,7 +51,7 @@ def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
     for _ in range(tries):
         fresh = upper.with_name(f".{upper.name}.workspace-{os.getpid()}")
         shutil.copy2(upper, fresh, follow_symlinks=False)
-        mark_copy_up(fresh)
+        mark_copy_up(str(fresh))  # its birth is the sandbox's new view (commit.plan)
         st = os.lstat(upper)
         if os.geteuid() == 0:
             os.chown(fresh, st.st_uid, st.st_gid, follow_symlinks=False)

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from manager.changes.meta import content_xattrs
+from manager.changes.meta import is_copy_up
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
@@ -46,7 +47,6 @@ from manager.commit.safefs import rel_parts
 from manager.commit.safefs import walk_stats
 
 AT_FDCWD = -100
-ORIGIN_XATTRS = ("trusted.overlay.origin", "user.overlay.origin")
 
 
 @dataclass(frozen=True)
@@ -105,17 +105,6 @@ class _Context:
         if up not in self.births:
             self.births[up] = birth_ns(AT_FDCWD, up)
         return self.births[up]
-
-
-def is_copy_up(upper: str) -> bool:
-    """Whether ``upper`` is the overlay's copy-up of the real file (its origin mark)."""
-    for name in ORIGIN_XATTRS:
-        try:
-            os.getxattr(upper, name, follow_symlinks=False)
-            return True
-        except OSError:
-            continue
-    return False
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
