@@ -18,20 +18,36 @@ _FALLBACK = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP)
 
 def copy_data(src: int, dst: int, size: int) -> None:
     """Copy ``size`` bytes of ``src`` to the empty ``dst`` (descriptors); holes stay holes."""
+    for start, end in data_extents(src, size):
+        _copy_range(src, dst, start, end - start)
+    os.ftruncate(dst, size)
+
+
+def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """(start, end) of each stretch of data in the first ``size`` bytes of ``fd`` (its
+    file position is left where it was)."""
+    position = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        return _extents(fd, size)
+    finally:
+        os.lseek(fd, position, os.SEEK_SET)
+
+
+def _extents(fd: int, size: int) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
     offset = 0
     while offset < size:
         try:
-            start = os.lseek(src, offset, os.SEEK_DATA)
+            start = os.lseek(fd, offset, os.SEEK_DATA)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
                 break  # nothing but a hole up to the end
             raise
         if start >= size:
             break
-        end = min(os.lseek(src, start, os.SEEK_HOLE), size)
-        _copy_range(src, dst, start, end - start)
-        offset = end
-    os.ftruncate(dst, size)
+        offset = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        found.append((start, offset))
+    return found
 
 
 def _copy_range(src: int, dst: int, start: int, count: int) -> None:
