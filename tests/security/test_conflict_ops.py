@@ -125,3 +125,19 @@ def test_rename_over_after_a_real_edit_is_a_conflict(ws, project: Path, commit_e
     assert (project / "a.txt").read_text() == "base\nuser\n"
     assert [c["path"] for c in result["conflicts"]] == [str(project / "a.txt")]
     assert code == 1
+
+
+def test_a_real_edit_below_a_directory_the_sandbox_replaced_is_a_conflict(
+        ws, project: Path, commit_engine: str):
+    """The sandbox's copy of d/f goes with its directory; the real d/f, edited after the
+    copy-up, must not be pruned as an entry the new directory merely hides."""
+    (project / "d").mkdir()
+    (project / "d" / "f").write_text("base\n")
+    ws("run", "--", "sh", "-c", "echo sandbox >> d/f", check=True)
+    with open(project / "d" / "f", "a") as f:
+        f.write("user\n")
+    ws("run", "--", "sh", "-c", "rm -rf d && mkdir d && echo new > d/g", check=True)
+    code, result = commit_json(ws)
+    assert (project / "d" / "f").read_text() == "base\nuser\n"
+    assert str(project / "d" / "f") in {c["path"] for c in result["conflicts"]}
+    assert code == 1
