@@ -3,7 +3,8 @@
 Planning only reads. A conflict is a real path that may have changed after the
 sandbox took its view of it: its ctime is not earlier than that moment
 (:func:`manager.commit.btime.may_follow`: a tie counts, clocks are coarse), or it
-is gone while the sandbox holds a copy of it. The moment is the upper entry's
+is gone while the sandbox holds its copy-up (and its real directory's names changed
+since: else the copy-up was moved or linked there in the sandbox). The moment is the upper entry's
 birth only while that entry is the overlay's copy-up of the real file (it carries
 the overlay's ``origin`` mark, which nothing inside the sandbox can set). An entry
 the sandbox made itself (a file renamed over the path as editors and ``sed -i``
@@ -214,9 +215,7 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
     """
     rst = lstat_at(dir_fd, name)
     if rst is None:
-        if action == "write" and is_copy_up(str(change.upper)):
-            return "deleted outside the sandbox after the sandbox copied it"
-        return None
+        return _deleted_since_copy_up(change, action, dir_fd)
     if action == "dir" and stat.S_ISDIR(rst.st_mode):
         return None
     if action != "remove" and _already_applied(change, rst, dir_fd, name):
@@ -227,6 +226,16 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
         return "changed outside the sandbox after the sandbox " + (
             "deleted it" if action == "remove" else "copied it")
     return None
+
+
+def _deleted_since_copy_up(change: Change, action: str, dir_fd: int) -> str | None:
+    """A copy-up whose real file is gone: deleted outside, if its real directory's names
+    changed since (else the copy-up was moved or linked to this name in the sandbox)."""
+    if action != "write" or not is_copy_up(str(change.upper)):
+        return None
+    if not may_follow(os.fstat(dir_fd).st_ctime_ns, birth_ns(AT_FDCWD, str(change.upper))):
+        return None
+    return "deleted outside the sandbox after the sandbox copied it"
 
 
 def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str) -> bool:

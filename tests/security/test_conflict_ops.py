@@ -141,3 +141,16 @@ def test_a_real_edit_below_a_directory_the_sandbox_replaced_is_a_conflict(
     assert (project / "d" / "f").read_text() == "base\nuser\n"
     assert str(project / "d" / "f") in {c["path"] for c in result["conflicts"]}
     assert code == 1
+
+
+def test_a_copy_up_moved_or_linked_in_the_sandbox_is_no_conflict(ws, project: Path,
+                                                                  commit_engine: str):
+    """The other side of the deletion rule: a copy-up under a new name has no real file
+    there, and nobody deleted one."""
+    for name in ("a", "b"):
+        (project / name).write_text(f"{name}\n")
+    ws("run", "--", "sh", "-c", "echo more >> a && mv a moved && ln b linked", check=True)
+    code, result = commit_json(ws)
+    assert (code, result["conflicts"]) == (0, [])
+    assert (project / "moved").read_text() == "a\nmore\n" and not (project / "a").exists()
+    assert (project / "linked").read_text() == "b\n"
