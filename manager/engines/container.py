@@ -402,7 +402,8 @@ def running_calls(sandbox: Path) -> list[str]:
 
     Only the host writes ``running/``; ``calls/`` is the container's to write, so a record
     there (``x 1``: host pid 1, alive forever) must never hold commit back. A record whose
-    process is gone or is another process now is stale: removed.
+    process is gone, or is another process now (same pid, other start time), is stale:
+    removed.
     """
     running = sandbox / "running"
     if container_pid(sandbox) is None or not running.is_dir():
@@ -410,19 +411,14 @@ def running_calls(sandbox: Path) -> list[str]:
     busy = []
     for entry in running.iterdir():
         with contextlib.suppress(OSError):
-            if _alive(entry.read_text()):
+            fields = entry.read_text().split()
+            if len(fields) != 2 or not all(f.isdigit() for f in fields):
+                continue  # being written (or not ours): no call to wait for
+            if str(procs.start_time(int(fields[0]))) == fields[1]:
                 busy.append(entry.name)
             else:
                 entry.unlink()
     return busy
-
-
-def _alive(record: str) -> bool:
-    """Whether ``PID START`` names a live process (not a later one with the same pid)."""
-    fields = record.split()
-    if len(fields) != 2 or not all(f.isdigit() for f in fields):
-        return False
-    return str(procs.start_time(int(fields[0]))) == fields[1]
 
 
 def run_entry(argv: list[str], env: dict[str, str],

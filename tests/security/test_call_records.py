@@ -55,3 +55,21 @@ def test_planted_call_records_block_neither_commit_nor_discard(ws, project: Path
     proc = ws("discard", "--yes")
     assert proc.returncode == 0, proc.stderr
     assert not (project / "dropped.txt").exists()
+
+
+def test_a_stale_host_record_is_dropped(ws, project: Path, container_engine: str):
+    """The host's own records name a pid and its start time: pid 1 with another start time
+    (a reused pid), or a pid that is gone, holds nothing back and is removed."""
+    from manager.session import store
+
+    ws("run", "--", "sh", "-c", "echo kept > kept.txt", check=True)
+    sessions, _ = store.list_sessions()
+    running = sessions[0].sandbox / "running"
+    stale = {"reused": "1 0", "gone": f"{2**22 + 1} 5"}
+    for name, text in stale.items():
+        (running / name).write_text(text + "\n")
+    proc = ws("commit")
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "kept.txt").read_text() == "kept\n"
+    assert not any((running / name).exists() for name in stale)
+
