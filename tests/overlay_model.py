@@ -41,7 +41,7 @@ class Tree:
     @classmethod
     def make(cls, root: Path) -> Tree:
         tree = cls(root, root / "upper", root / "real", root / "session")
-        for path in (tree.upper, tree.real, tree.session):
+        for path in (tree.real, tree.session):
             path.mkdir(parents=True)
         return tree
 
@@ -53,6 +53,9 @@ class Tree:
         if self._last_side == "real":
             next_stamp(self.root)
             self._last_side = "upper"
+        # As overlayfs makes them: an upper directory is born when something below it is
+        # first copied up or created (the commit's conflict check reads these births).
+        self.upper.mkdir(exist_ok=True)
         return self.upper / rel
 
     def r(self, rel: str) -> Path:

@@ -82,3 +82,49 @@ def test_every_python_the_package_accepts(tmp_path: Path, python: str):
 
 def test_the_stdlib_filter_is_detected():
     assert (sys.version_info >= (3, 11, 4)) == tarstream.HAS_FILTER
+
+
+def _sparse_upper(root: Path) -> Path:
+    """A file of 64 MiB: data at 0 and at 40 MiB, holes elsewhere (a trailing one too)."""
+    root.mkdir()
+    with open(root / "sparse.bin", "wb") as f:
+        f.write(b"head")
+        f.seek(40 << 20)
+        f.write(b"middle")
+        f.truncate(64 << 20)
+    (root / "all-hole.bin").write_bytes(b"")
+    os.truncate(root / "all-hole.bin", 64 << 20)
+    return root
+
+
+def _check_sparse(root: Path) -> None:
+    assert os.stat(root / "all-hole.bin").st_size == 64 << 20
+    assert os.stat(root / "all-hole.bin").st_blocks == 0
+    st = os.stat(root / "sparse.bin")
+    assert st.st_size == 64 << 20 and st.st_blocks * 512 <= 1 << 20
+    with open(root / "sparse.bin", "rb") as f:
+        assert f.read(4) == b"head"
+        f.seek(40 << 20)
+        assert f.read(6) == b"middle"
+        f.seek((40 << 20) - 4)
+        assert f.read(4) == b"\0" * 4
+
+
+def test_holes_stay_holes_both_ways(tmp_path: Path):
+    """pack writes GNU sparse members (what the container's tar extracts into the volume),
+    unpack extracts the ones the container's ``tar --sparse`` writes."""
+    src = _sparse_upper(tmp_path / "src")
+    buf = io.BytesIO()
+    tarstream.pack(src, buf)
+    assert len(buf.getvalue()) < 1 << 20
+    by_gnu_tar = tmp_path / "gnu"
+    by_gnu_tar.mkdir()
+    subprocess.run(["tar", "-C", str(by_gnu_tar), "-xf", "-"], input=buf.getvalue(), check=True)
+    _check_sparse(by_gnu_tar)
+    buf.seek(0)
+    tarstream.unpack(buf, tmp_path / "python")
+    _check_sparse(tmp_path / "python")
+    made = subprocess.run(["tar", "-C", str(src), "--sparse", "-cf", "-", "."],
+                          capture_output=True, check=True).stdout
+    tarstream.unpack(io.BytesIO(made), tmp_path / "from-gnu")
+    _check_sparse(tmp_path / "from-gnu")

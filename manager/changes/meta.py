@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from typing import Final
 
 OVERLAY_XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
+# overlayfs marks each copy-up with its origin (empty when unknown); nothing written
+# through the overlay can set or keep it: a file renamed over the path has none.
+ORIGIN_XATTRS = ("trusted.overlay.origin", "user.overlay.origin")
 LABEL_XATTRS = ("security.selinux",)   # assigned by the policy, not by the file's author
 CAPABILITY_XATTR = "security.capability"
 OVERFLOW_ID = 65534   # what the kernel shows for an id the namespace does not map
@@ -109,3 +112,25 @@ def type_name(mode: int) -> str | None:
         if test(mode):
             return name
     return None
+
+
+def is_copy_up(upper: str) -> bool:
+    """Whether the upper entry ``upper`` is the overlay's copy-up of the real entry."""
+    for name in ORIGIN_XATTRS:
+        try:
+            os.getxattr(upper, name, follow_symlinks=False)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def mark_copy_up(upper: str) -> None:
+    """Mark ``upper`` as overlayfs marks a copy-up whose origin it does not know."""
+    names = ORIGIN_XATTRS if os.geteuid() == 0 else ORIGIN_XATTRS[1:]
+    for name in names if not is_copy_up(upper) else ():
+        try:
+            os.setxattr(upper, name, b"", follow_symlinks=False)
+            return
+        except OSError:
+            continue  # unmarked (a symlink takes no user.* xattr): a conflict may be reported

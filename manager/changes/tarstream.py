@@ -24,11 +24,14 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 
+from manager.changes.meta import ORIGIN_XATTRS
 from manager.changes.meta import OVERLAY_XATTR_PREFIXES
 from manager.changes.meta import content_xattrs
+from manager.changes.meta import mark_copy_up
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
+from manager.sparse import data_extents
 
 if TYPE_CHECKING:
     from _typeshed import StrOrBytesPath
@@ -71,6 +74,8 @@ def set_content_xattrs(tarinfo: tarfile.TarInfo, path: str) -> None:
     engine's volume: it never reaches the real files, so nothing is lost that
     review would have to show.
     """
+    if any(XATTR_PREFIX + name in tarinfo.pax_headers for name in ORIGIN_XATTRS):
+        mark_copy_up(path)   # the commit's conflict check reads it (commit.plan)
     for key, value in tarinfo.pax_headers.items():
         name = key[len(XATTR_PREFIX):]
         if not key.startswith(XATTR_PREFIX) or name.startswith(OVERLAY_XATTR_PREFIXES):
@@ -193,9 +198,59 @@ def pack(upper: Path, stream: IO[bytes]) -> None:
             info = _info(tar, path, arcname)
             if info.isreg():
                 with open(path, "rb") as f:
-                    tar.addfile(info, f)
+                    extents = data_extents(f.fileno(), info.size)
+                    if sum(end - start for start, end in extents) < info.size:
+                        _add_sparse(tar, info, f.fileno(), extents)
+                    else:
+                        tar.addfile(info, f)
             else:
                 tar.addfile(info)
+
+
+def _add_sparse(tar: tarfile.TarFile, info: tarfile.TarInfo, fd: int,
+                extents: list[tuple[int, int]]) -> None:
+    """A file with holes in GNU's sparse format 1.0 (PAX): a map of its data extents, then
+    their bytes only. Its full length of zeros would fill the engine's disk."""
+    size = info.size
+    if not extents or extents[-1][1] < size:
+        extents = [*extents, (size, size)]  # GNU tar's mark of a trailing hole
+    lines = [str(len(extents)), *(f"{start}\n{end - start}" for start, end in extents)]
+    mapped = ("\n".join(lines) + "\n").encode()
+    mapped += b"\0" * (-len(mapped) % tarfile.BLOCKSIZE)
+    info.pax_headers = {**info.pax_headers, "GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                        "GNU.sparse.name": info.name, "GNU.sparse.realsize": str(size)}
+    head, _, tail = info.name.rpartition("/")
+    info.name = f"{head}/GNUSparseFile.0/{tail}" if head else f"GNUSparseFile.0/{tail}"
+    info.size = len(mapped) + sum(end - start for start, end in extents)
+    tar.addfile(info, _SparseData(fd, mapped, extents))
+
+
+class _SparseData:
+    """What tarfile reads for a sparse member: the map, then each extent's bytes."""
+
+    def __init__(self, fd: int, mapped: bytes, extents: list[tuple[int, int]]) -> None:
+        self.fd, self.head, self.extents = fd, mapped, list(extents)
+
+    def read(self, n: int = 1 << 20, /) -> bytes:
+        """Exactly ``n`` bytes unless the member ends first (tarfile insists on full reads)."""
+        parts = []
+        while n > 0 and (self.head or self.extents):
+            chunk = self._next(n)
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+    def _next(self, n: int) -> bytes:
+        if self.head:
+            chunk, self.head = self.head[:n], self.head[n:]
+            return chunk
+        start, end = self.extents[0]
+        chunk = os.pread(self.fd, min(n, end - start), start) if start < end else b""
+        if chunk:
+            self.extents[0] = (start + len(chunk), end)
+        else:
+            self.extents.pop(0)   # done (or the file shrank: tarfile reports the short member)
+        return chunk
 
 
 def _entries(root: Path) -> Iterator[tuple[Path, str]]:

@@ -15,6 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
+from manager.changes.meta import mark_copy_up
 from manager.commit.btime import AT_FDCWD
 from manager.commit.btime import birth_ns
 from manager.errors import WorkspaceError
@@ -50,6 +51,7 @@ def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
     for _ in range(tries):
         fresh = upper.with_name(f".{upper.name}.workspace-{os.getpid()}")
         shutil.copy2(upper, fresh, follow_symlinks=False)
+        mark_copy_up(str(fresh))  # its birth is the sandbox's new view (commit.plan)
         st = os.lstat(upper)
         if os.geteuid() == 0:
             os.chown(fresh, st.st_uid, st.st_gid, follow_symlinks=False)

@@ -1,11 +1,19 @@
 """Plan a commit: which steps to take, which paths conflict, which are excluded.
 
 Planning only reads. A conflict is a real path that may have changed after the
-overlay copied it up (or after the sandbox created or deleted it): its ctime is
-not earlier than the upper entry's birth (:func:`manager.commit.btime.may_follow`:
-a tie counts, clocks are coarse). Directories are not checked themselves (their
-ctime moves whenever a child changes); removing a whole real tree checks
-everything in it.
+sandbox took its view of it: its ctime is not earlier than that moment
+(:func:`manager.commit.btime.may_follow`: a tie counts, clocks are coarse), or it
+is gone while the sandbox holds its copy-up (and its real directory's names changed
+since: else the copy-up was moved or linked there in the sandbox). The moment is the upper entry's
+birth only while that entry is the overlay's copy-up of the real file (it carries
+the overlay's ``origin`` mark, which nothing inside the sandbox can set). An entry
+the sandbox made itself (a file renamed over the path as editors and ``sed -i``
+save, delete and recreate, a whiteout) has lost the moment of the first copy-up,
+so the birth of the nearest upper directory still merged with its real directory
+stands in: no copy-up below it is older (a conflict may be reported that was
+none, never the reverse). Directories are not checked themselves (their ctime
+moves whenever a child changes); removing a whole real tree checks everything in
+it.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from manager.changes.meta import content_xattrs
+from manager.changes.meta import is_copy_up
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
@@ -69,6 +78,7 @@ class _Context:
     opaque: set[str]    # opaque directories: the real entries below them go
     hiding: set[str]    # added or replaced directories: the real tree below was hidden
     blocked: set[str] = field(default_factory=set)
+    births: dict[str, int] = field(default_factory=dict)  # upper directories' births
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
@@ -78,6 +88,24 @@ class _Context:
             return self.real[index].fd(parts[:-1]), parts[-1]
         except (FileNotFoundError, UnsafePath):
             return None
+
+    def view_taken(self, change: Change) -> int:
+        """When the sandbox stopped seeing the real ``change.path`` as it is (module notes)."""
+        upper = str(change.upper)
+        if is_copy_up(upper):
+            return birth_ns(AT_FDCWD, upper)
+        return self.merged_birth(change.path, change.upper)
+
+    def merged_birth(self, path: Path, upper: Path) -> int:
+        """Birth of the nearest upper directory above ``path`` that is merged with its real
+        directory (not added, replaced or opaque): every copy-up below it is younger."""
+        root = str(self.layers[layer_of(self.layers, upper)].upper)
+        real, up = os.path.dirname(str(path)), os.path.dirname(str(upper))
+        while up.startswith(root + "/") and (real in self.hiding or real in self.opaque):
+            real, up = os.path.dirname(real), os.path.dirname(up)
+        if up not in self.births:
+            self.births[up] = birth_ns(AT_FDCWD, up)
+        return self.births[up]
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
@@ -166,7 +194,8 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     step = step_for(ctx.layers, change)
     real = ctx.real_at(change)
     hidden = _under(change.path, ctx.hiding)
-    reason = None if ctx.force or real is None else conflict(change, step.action, hidden, *real)
+    reason = None if ctx.force or real is None else conflict(ctx, change, step.action, hidden,
+                                                             *real)
     if reason is not None:
         plan.conflicts.append(PathIssue(change.path, reason))
         ctx.blocked.add(str(change.path))
@@ -177,23 +206,36 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         _plan_prune(plan, ctx, step, change, *real)
 
 
-def conflict(change: Change, action: str, hidden: bool, dir_fd: int, name: str) -> str | None:
+def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: int,
+             name: str) -> str | None:
     """Why committing ``change`` would overwrite work done outside the sandbox, if it would.
 
     ``hidden``: an added or replaced parent directory hid the real entry from the
     sandbox, so its existence alone is no sign that someone else created it.
     """
     rst = lstat_at(dir_fd, name)
-    if rst is None or (action == "dir" and stat.S_ISDIR(rst.st_mode)):
+    if rst is None:
+        return _deleted_since_copy_up(change, action, dir_fd)
+    if action == "dir" and stat.S_ISDIR(rst.st_mode):
         return None
     if action != "remove" and _already_applied(change, rst, dir_fd, name):
         return None
     if change.kind is Kind.ADDED and not hidden:
         return "created outside the sandbox after the sandbox created it"
-    if changed_since(dir_fd, name, birth_ns(AT_FDCWD, str(change.upper))):
+    if changed_since(dir_fd, name, ctx.view_taken(change)):
         return "changed outside the sandbox after the sandbox " + (
             "deleted it" if action == "remove" else "copied it")
     return None
+
+
+def _deleted_since_copy_up(change: Change, action: str, dir_fd: int) -> str | None:
+    """A copy-up whose real file is gone: deleted outside, if its real directory's names
+    changed since (else the copy-up was moved or linked to this name in the sandbox)."""
+    if action != "write" or not is_copy_up(str(change.upper)):
+        return None
+    if not may_follow(os.fstat(dir_fd).st_ctime_ns, birth_ns(AT_FDCWD, str(change.upper))):
+        return None
+    return "deleted outside the sandbox after the sandbox copied it"
 
 
 def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str) -> bool:
@@ -217,7 +259,7 @@ def changed_since(dir_fd: int, name: str, since_ns: int) -> bool:
 def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: int,
                 name: str) -> None:
     """Remove the real entries an opaque directory hides (those absent from upper)."""
-    since = birth_ns(AT_FDCWD, str(change.upper))
+    since = ctx.merged_birth(change.path / "-", change.upper / "-")  # older copies were dropped
     try:
         fd = open_dir_at(dir_fd, name, change.path.parent)
     except OSError:

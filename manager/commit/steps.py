@@ -51,6 +51,7 @@ from manager.commit.safefs import remove_at
 from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
+from manager.sparse import copy_data
 
 BATCH_STEPS = 4096
 BATCH_BYTES = 256 << 20
@@ -406,7 +407,7 @@ def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp:
         dst = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                       0o600, dir_fd=dir_fd)
         try:
-            _copy_data(src, dst, ust.st_size)
+            copy_data(src, dst, ust.st_size)
             if os.geteuid() == 0:
                 _set_meta(dst, ust, times=True)
                 copy_xattrs(src, dst)   # capabilities last: a chown would clear them
@@ -417,21 +418,6 @@ def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp:
             os.close(dst)
     finally:
         os.close(src)
-
-
-def _copy_data(src: int, dst: int, size: int) -> None:
-    copied = 0
-    try:
-        while copied < size:
-            sent = os.copy_file_range(src, dst, size - copied)
-            if sent == 0:
-                break
-            copied += sent
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-            raise
-        while chunk := os.read(src, 1 << 20):
-            os.write(dst, chunk)
 
 
 def _set_meta(fd: int, ust: os.stat_result, *, times: bool) -> None:

@@ -20,6 +20,7 @@ Sandbox layout::
     upper/ work/        the overlay's upper and work directories (work is the kernel's)
     volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
+    running/            the calls' host-side records ("PID START" of the entry script)
     container.pid       "PID START" of the container's init on the host (the lean path's check)
     container.lock      flock held while a container is created or removed
 """
@@ -116,7 +117,7 @@ class ContainerEngine:
         with self._engine_errors(session):
             self.client.remove(name)   # left from before (stopped, or its daemon restarted)
             image = self._image(session)
-            for sub in ("upper", "work", "calls"):
+            for sub in ("upper", "work", "calls", "running"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             labels = self.labels(session)
             fresh = volume and container_upper.make_volume(self.client, session, labels)
@@ -397,18 +398,26 @@ def container_pid(sandbox: Path) -> int | None:
 
 
 def running_calls(sandbox: Path) -> list[str]:
-    """Calls ws-exec registered whose host client is still alive."""
-    calls = sandbox / "calls"
-    if container_pid(sandbox) is None or not calls.is_dir():
+    """Calls whose entry script (recorded in ``running/`` by its pid and start time) lives.
+
+    Only the host writes ``running/``; ``calls/`` is the container's to write, so a record
+    there (``x 1``: host pid 1, alive forever) must never hold commit back. A record whose
+    process is gone, or is another process now (same pid, other start time), is stale:
+    removed.
+    """
+    running = sandbox / "running"
+    if container_pid(sandbox) is None or not running.is_dir():
         return []
     busy = []
-    for entry in calls.iterdir():
-        if entry.suffix == ".m":
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):  # emptied: finished
-            host_pid = int(entry.read_text().split()[1])
-            if host_pid and Path(f"/proc/{host_pid}").exists():
+    for entry in running.iterdir():
+        with contextlib.suppress(OSError):
+            fields = entry.read_text().split()
+            if len(fields) != 2 or not all(f.isdigit() for f in fields):
+                continue  # being written (or not ours): no call to wait for
+            if str(procs.start_time(int(fields[0]))) == fields[1]:
                 busy.append(entry.name)
+            else:
+                entry.unlink()
     return busy
 
 

@@ -6,7 +6,7 @@
 # Usage: container_enter.sh CLI CTR SANDBOX SESSION PYTHON CWD CWD_OUT TIMEOUT USER COMMAND
 #   CLI      the engine's client (docker or podman, full path)
 #   CTR      the session's container name
-#   SANDBOX  the session's sandbox directory (container.pid, calls/)
+#   SANDBOX  the session's sandbox directory (container.pid, calls/, running/)
 #   SESSION  the session id, for the fallback below
 #   PYTHON   the interpreter that has workspace installed, for the fallback
 #   CWD      working directory inside the container ("" = this process's)
@@ -82,6 +82,15 @@ done
 
 id=$SESSION-$$-${EPOCHREALTIME/[.,]/}
 mark=$S/calls/$id.m   # written by the call when it starts, and its final cwd when it ends
+# The record commit and discard wait for: this script's pid and start time, kept where the
+# container cannot write (calls/ is the container's: what it holds proves nothing).
+running=$S/running/$id
+read -r -a me </proc/$$/stat
+{ printf '%s %s\n' $$ "${me[21]}" >"$running"; } 2>/dev/null ||
+    { mkdir -p "$S/running" && printf '%s %s\n' $$ "${me[21]}" >"$running"; } || {
+    echo "workspace: cannot record the call in $S/running; the command did not run" >&2
+    exit 125
+}
 # As the call's own uid: root in the container (no CAP_SYS_PTRACE) cannot read the environ of
 # another uid's processes, so it would miss the call's setsid escapees.
 kill_call() {
@@ -93,7 +102,7 @@ kill_call() {
 exec 8> >( (trap '' INT TERM HUP QUIT
             read -r msg
             [[ $msg == done ]] || kill_call TERM
-            rm -f "$mark" "$S/calls/$id") <&0 >/dev/null 2>&1 3<&- & )
+            rm -f "$mark" "$S/calls/$id" "$running") <&0 >/dev/null 2>&1 3<&- & )
 
 # The call. Inside: mark the start, cd (a directory may exist only in the
 # upper layer), record the final cwd on exit, run the script with no

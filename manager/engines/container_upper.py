@@ -148,8 +148,8 @@ def export_upper(client: ContainerClient, session: Session) -> None:
     # Birth times go along (the conflict check compares them with the real files' ctimes);
     # the copies made here are born now.
     # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
-    script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -mindepth 1 -exec stat --printf '
-              f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} '
+    script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -exec stat --printf '
+              f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} --sparse '
               '-cf - births upper')
     try:
         side = client.exec_reading(resource_name(session.id), ["sh", "-c", script],

@@ -94,8 +94,9 @@ def test_a_try_with_an_unknown_interface_is_refused_with_the_reason(tmp_path: Pa
 
 def test_a_missing_try_says_how_to_install_it(tmp_path: Path):
     found = try_probe.checks(str(tmp_path / "nowhere/try"))
-    assert [c.ok for c in found] == [False]
+    assert [c.ok for c in found] == [False, True]   # and what try would not give, said anyway
     assert "binpash/try" in found[0].fix
+    assert found[1] is try_probe.NOT_A_BOUNDARY
 
 
 def _overlay_works() -> str | None:

@@ -92,11 +92,12 @@ def test_rerun_after_a_kill_in_the_cleanup(ws, project: Path, commit_engine: str
 @pytest.mark.parametrize("after", [0, 3, 7, 9])
 def test_resumed_cleanup_reports_no_errors(tree: Tree, after: int):
     """The same on a hand-made upper dir whose changes sit in several top directories."""
-    for i in range(5):
+    for i in range(5):  # the real files first, as in life: the sandbox deletes what was there
         write(tree.r(f"d{i}/f"), "old\n")
+        write(tree.r(f"gone{i}"), "old\n")
+    for i in range(5):
         write(tree.u(f"d{i}/f"), "new\n")
         write(tree.u(f"d{i}/added"), "a\n")
-        write(tree.r(f"gone{i}"), "old\n")
         whiteout(tree.u(f"gone{i}"))
     assert _kill_commit(tree.root, after, tree.session, tree.upper, tree.real) == -9
     result = commit(tree.session, tree.layers, tree.real)
