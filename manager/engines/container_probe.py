@@ -34,7 +34,8 @@ class ContainerEngine(Protocol):
     cli: str
     config: Config
 
-    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]: ...
+    def mount_options(self, lower: str, upper: str, work: str, calls: str,
+                      target: str | None = None) -> dict[str, Any]: ...
 
     def identity(self) -> dict[str, Any]: ...
 
@@ -110,7 +111,7 @@ def checks(engine: ContainerEngine) -> list[Check]:
     found = shutil.which(cli)
     result = [Check("engine found", found is not None, found or f"{cli} not on PATH",
                     INSTALL_FIX[cli])]
-    steps = (_whales, _daemon, _image, _overlay, _sandboxed_call)
+    steps = (_whales, _daemon, _image, _overlay, _sandboxed_call, _view)
     for step in steps:
         if not all(c.ok for c in result):
             result.append(Check(step.__doc__ or step.__name__, False, NOT_CHECKED,
@@ -229,6 +230,32 @@ def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
         ("the project itself changed", (project / "new.txt").exists()
          or not (project / "old.txt").exists())) if bad]
     return Check(name, not problems, "; ".join(problems), CALL_FIX)
+
+
+VIEW_CHECK = "$HOME and /tmp overlaid"
+VIEW_FIX = ("podman's storage below $HOME: graphroot (or rootless_storage_path) in "
+            "~/.config/containers/storage.conf outside $HOME overlays $HOME whole; for /tmp, "
+            "the fix named above (docs/containers.md)")
+
+
+def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """$HOME and /tmp overlaid"""
+    from manager.engines import container_view
+    from manager.engines.container import rootless_podman
+
+    if cli != "podman" or not rootless_podman():
+        return Check(VIEW_CHECK, True, "both, each as a whole (host mode)")
+    try:
+        out = subprocess.run([cli, "info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"],
+                             capture_output=True, text=True, timeout=TIMEOUT,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    storage = tuple(os.path.realpath(line) for line in out.splitlines() if line.startswith("/"))
+    limits = container_view.rootless_limits(storage, container_view.rootless_points())
+    if not limits:
+        return Check(VIEW_CHECK, True, "both, each as a whole")
+    return Check(VIEW_CHECK, True, "; ".join(limits), VIEW_FIX, warn=True)
 
 
 def _remove_probe(engine: ContainerEngine, root: Path) -> None:
