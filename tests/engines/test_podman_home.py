@@ -222,6 +222,11 @@ def test_dotfiles_are_the_users_and_their_changes_are_held_with_the_storage_in_h
     assert (home / ".bashrc").read_text() == "export A=1\nx\n"
     assert (home / ".config/foo/new").read_text() == "new\n"
     assert status(ws) == {}
+    # doctor says what is left out, and why: not a plain "works".
+    doctor = ws("doctor", "--engine", "podman", timeout=300).stdout
+    assert ("podman: works, with limits" in doctor) == rootless_podman(), doctor
+    assert (f"{home}/.local/share/containers is not shown: podman's storage" in doctor) == \
+        rootless_podman(), doctor
 
 
 @pytest.mark.engine
