@@ -182,11 +182,15 @@ def own_storage(engine_name: str, tmp_path: Path,
                              capture_output=True, text=True).stdout.split()
         if ids:
             subprocess.run(["podman", "rm", "-f", "-v", *ids], capture_output=True)
-        # Its files belong to subordinate ids too (rootless): removed as podman's root.
-        subprocess.run(["podman", "unshare", "rm", "-rf", *map(str, roots)] if rootless_podman()
-                       else ["rm", "-rf", *map(str, roots)], capture_output=True)
+        # Back to the usual storage (podman would make these roots again), then its files,
+        # which belong to subordinate ids too (rootless): removed as podman's root, its
+        # driver's own mount (in the pause namespace, rootless) first.
         conf.unlink()
         monkeypatch.delenv("CONTAINERS_STORAGE_CONF", raising=False)
+        clean = 'umount -l "$1/overlay" 2>/dev/null; rm -rf "$@"'
+        prefix = ["podman", "unshare"] if rootless_podman() else []
+        subprocess.run([*prefix, "sh", "-c", clean, "sh", *map(str, roots)], capture_output=True)
+        assert not any(r.exists() for r in roots), "the test's podman storage is left over"
 
 
 def _storage_in_home(own_storage: Storage, tmp_path: Path) -> Path:
