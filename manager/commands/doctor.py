@@ -60,11 +60,14 @@ def _checks(name: str, ctx: Context) -> list[Check]:
 def _show(results: dict[str, list[Check]], choice: dict[str, str | None]) -> None:
     for name, checks in results.items():
         works = all(c.ok for c in checks)
-        ui.out(ui.paint(f"{name}: {'works' if works else 'not available'}", "bold"))
+        limited = works and any(c.warn for c in checks)
+        state = "works, with limits" if limited else "works" if works else "not available"
+        ui.out(ui.paint(f"{name}: {state}", "bold"))
         for check in checks:
-            mark = ui.paint("ok  ", "green") if check.ok else ui.paint("FAIL", "red")
+            mark = ui.paint("FAIL", "red") if not check.ok else \
+                ui.paint("warn", "yellow") if check.warn else ui.paint("ok  ", "green")
             ui.out(f"  {mark} {check.name}" + (f": {check.detail}" if check.detail else ""))
-            if not check.ok and check.fix:
+            if (not check.ok or check.warn) and check.fix:
                 ui.out(f"       fix: {check.fix}")
     if choice["engine"]:
         ui.out(f"engine in use: {choice['engine']} ({choice['source']})")

@@ -34,22 +34,28 @@ NO_FALLBACK = "WORKSPACE_NO_FALLBACK"   # set: an entry script fails instead of 
 
 
 class Check(Value):
-    """One line of ``workspace doctor``: what was checked, whether it works, and the fix."""
+    """One line of ``workspace doctor``: what was checked, whether it works, and the fix.
 
-    __slots__ = ("name", "ok", "detail", "fix")
+    ``warn``: it works, with a limit the user should know of (the fix lifts it)."""
+
+    __slots__ = ("name", "ok", "detail", "fix", "warn")
     name: Final[str]
     ok: Final[bool]
     detail: Final[str]
     fix: Final[str]
+    warn: Final[bool]
 
-    def __init__(self, name: str, ok: bool, detail: str = "", fix: str = "") -> None:
+    def __init__(self, name: str, ok: bool, detail: str = "", fix: str = "",
+                 warn: bool = False) -> None:
         self.name = name
         self.ok = ok
         self.detail = detail
         self.fix = fix
+        self.warn = warn
 
     def as_json(self) -> dict[str, object]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix,
+                "warn": self.warn}
 
 
 Streams = tuple["IO[bytes] | int | None", "IO[bytes] | int | None", "IO[bytes] | int | None"]

@@ -5,8 +5,9 @@ directory (``sandbox/upper``) persists on the host, so paths and the working
 directory match the host and the shared change model reads the changes. Docker
 mounts the overlay through its local volume driver, podman through ``:O,upperdir=``;
 either way the engine mounts it on the host, so the container needs no
-``CAP_SYS_ADMIN``. ``$HOME`` and ``/tmp`` are overlaid the same way, and the host's CA
-bundle is mounted read-only (:mod:`manager.engines.container_view`); the image is
+``CAP_SYS_ADMIN``. ``$HOME`` and ``/tmp`` are overlaid the same way (rootless podman:
+``$HOME`` entry by entry around podman's storage, :mod:`manager.engines.container_levels`),
+and the host's CA bundle is mounted read-only (:mod:`manager.engines.container_view`); the image is
 ``container.image`` or the project's devcontainer (:mod:`manager.engines.container_image`).
 Volume mode keeps the overlay inside the engine instead (see
 :mod:`manager.engines.container_upper`). Each call is an ``exec`` through
@@ -18,6 +19,11 @@ the end.
 Sandbox layout::
 
     upper/ work/        the overlay's upper and work directories (work is the kernel's)
+    upperdir/ workdir/  $HOME's and /tmp's (container_view), in the overlay engine's layout
+    overlaid.json       the directories overlaid besides the project (each one layer)
+    skeleton/ levels.json  rootless podman: $HOME's levels' lower dirs, and their times
+                        (container_levels)
+    visible             host paths shown inside as they are (the entry script's list)
     volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
     running/            the calls' host-side records ("PID START" of the entry script)
@@ -211,8 +217,10 @@ class ContainerEngine:
         self.client.exec_root(name, ["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",
                                      home, uid_gid])
 
-    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
-        """``run`` options mounting ``lower`` at its own path over ``upper``, and ``calls``."""
+    def mount_options(self, lower: str, upper: str, work: str, calls: str,
+                      target: str | None = None) -> dict[str, Any]:
+        """``run`` options mounting ``lower`` at ``target`` (default: its own path) over
+        ``upper``, and ``calls``."""
         raise NotImplementedError
 
     def identity(self) -> dict[str, Any]:
@@ -345,12 +353,13 @@ class DockerEngine(ContainerEngine):
     name = "docker"
     cli = "docker"
 
-    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
+    def mount_options(self, lower: str, upper: str, work: str, calls: str,
+                      target: str | None = None) -> dict[str, Any]:
         # The daemon mounts as root, so opaque marks would be trusted.overlay.* xattrs, which an
         # ordinary caller cannot read back: for one, overlayfs writes user.overlay.* instead.
         extra = ",userxattr" if os.geteuid() != 0 else ""
         # The quotes are CSV quoting: `o=` holds commas.
-        overlay = ["type=volume", f"dst={lower}", "volume-driver=local",
+        overlay = ["type=volume", f"dst={target or lower}", "volume-driver=local",
                    "volume-opt=type=overlay", "volume-opt=device=overlay",
                    f'"volume-opt=o=lowerdir={lower},upperdir={upper},workdir={work}{extra}"']
         return {"mounts": [overlay], "volumes": [(calls, container_upper.CALLS_MOUNT)]}
@@ -362,9 +371,10 @@ class PodmanEngine(ContainerEngine):
     name = "podman"
     cli = "podman"
 
-    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]:
+    def mount_options(self, lower: str, upper: str, work: str, calls: str,
+                      target: str | None = None) -> dict[str, Any]:
         return {"volumes": [(calls, container_upper.CALLS_MOUNT),
-                            (lower, lower, f"O,upperdir={upper},workdir={work}")]}
+                            (lower, target or lower, f"O,upperdir={upper},workdir={work}")]}
 
     def identity(self) -> dict[str, Any]:
         # Rootless, uid N inside is subordinate uid N-1 outside unless kept: files the sandbox

@@ -34,7 +34,8 @@ class ContainerEngine(Protocol):
     cli: str
     config: Config
 
-    def mount_options(self, lower: str, upper: str, work: str, calls: str) -> dict[str, Any]: ...
+    def mount_options(self, lower: str, upper: str, work: str, calls: str,
+                      target: str | None = None) -> dict[str, Any]: ...
 
     def identity(self) -> dict[str, Any]: ...
 
@@ -117,6 +118,8 @@ def checks(engine: ContainerEngine) -> list[Check]:
                                 "fix the failed check above first"))
             continue
         result.append(step(engine, cli, image))
+    if all(c.ok for c in result):   # what the working engine leaves out, if anything
+        result.append(_view(engine, cli, image))
     return result
 
 
@@ -229,6 +232,32 @@ def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
         ("the project itself changed", (project / "new.txt").exists()
          or not (project / "old.txt").exists())) if bad]
     return Check(name, not problems, "; ".join(problems), CALL_FIX)
+
+
+VIEW_CHECK = "$HOME and /tmp overlaid"
+VIEW_FIX = ("podman's storage below $HOME: graphroot (or rootless_storage_path) in "
+            "~/.config/containers/storage.conf outside $HOME overlays $HOME whole; for /tmp, "
+            "the fix named above (docs/containers.md)")
+
+
+def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """$HOME and /tmp overlaid"""
+    from manager.engines import container_view
+    from manager.engines.container import rootless_podman
+
+    if cli != "podman" or not rootless_podman():
+        return Check(VIEW_CHECK, True, "both, each as a whole (host mode)")
+    try:
+        out = subprocess.run([cli, "info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"],
+                             capture_output=True, text=True, timeout=TIMEOUT,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    storage = tuple(os.path.realpath(line) for line in out.splitlines() if line.startswith("/"))
+    limits = container_view.rootless_limits(storage, container_view.rootless_points())
+    if not limits:
+        return Check(VIEW_CHECK, True, "both, each as a whole")
+    return Check(VIEW_CHECK, True, "; ".join(limits), VIEW_FIX, warn=True)
 
 
 def _remove_probe(engine: ContainerEngine, root: Path) -> None:

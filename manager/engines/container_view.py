@@ -7,6 +7,14 @@ is one more :class:`Layer`, so review and commit read them as they read any
 engine's upper dir (their changes are "elsewhere"). Only in host mode: volume mode
 overlays the project alone.
 
+Rootless podman (its overlays are made in a user namespace, where the kernel refuses a
+lower dir with mounts below it): ``$HOME``, which holds podman's storage by default, is
+overlaid entry by entry around it (:mod:`manager.engines.container_levels`: still one
+layer, the entries' uppers inside ``$HOME``'s); podman's data directory is not shown.
+``/tmp`` is overlaid whole or not at all (its entries are other users' and come and go):
+not when something is mounted below it or podman's run root is in it (no
+``XDG_RUNTIME_DIR`` nor /run/user/UID), with a note that names the fix.
+
 The host's CA bundle (found as OpenSSL and Python find it) and any file a CA variable
 of the caller names (``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``, ...) are bind-mounted
 read-only at their own paths, so TLS inside trusts what the host trusts and those
@@ -15,6 +23,7 @@ variables stay true inside.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,7 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from manager.changes.model import Layer
+from manager.engines import container_levels
 from manager.engines.container_cli import ContainerCommandError
+from manager.engines.container_levels import Plan
+from manager.engines.container_levels import skeleton_dir
 from manager.engines.container_upper import UNSAFE_PATH_CHARS
 from manager.errors import EngineUnavailable
 from manager.session.store import Session
@@ -49,27 +61,31 @@ CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_E
 
 @dataclass(frozen=True)
 class Overlaid:
-    """One host directory overlaid at its own path."""
+    """One host directory overlaid at its own path (over itself, or a skeleton of it)."""
 
     target: str
     upper: Path
     work: Path
+    lower: str     # the target itself, or (a level) its skeleton
 
 
 def safe(path: str) -> bool:
     return not UNSAFE_PATH_CHARS & set(path)
 
 
-def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ()) -> list[str]:
+def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = (),
+           points: set[str] | None = None) -> list[str]:
     """$HOME and /tmp, when they are real directories the mounts can name, not in the
     project, and not in each other ($HOME in /tmp: /tmp's overlay holds it; nested
     upper dirs would overlap).
 
     ``in_userns`` (rootless podman mounts the overlays in a user namespace): the kernel
-    refuses a lower directory with mounts below it there (EINVAL: they would be revealed),
-    so such a directory stays the image's, with a note. That includes one holding the
-    engine's ``storage`` (podman's default, ~/.local/share/containers/storage, is in
-    $HOME): the container's own files are mounted there as it starts.
+    refuses a lower directory with mounts below it there (EINVAL: they would be revealed).
+    $HOME is then shown entry by entry (:mod:`manager.engines.container_levels`); /tmp,
+    whose entries are other users' and come and go, is left to the image, with a note
+    that says why and the fix. That includes a /tmp holding the engine's ``storage``
+    (podman's run root falls back to /tmp without a /run/user/UID): each container's
+    files are mounted there as it starts.
     """
     found: list[str] = []
     for raw in (os.environ.get("HOME", ""), "/tmp"):
@@ -77,24 +93,76 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = ())
         if (path and path != "/" and os.path.isdir(path) and safe(path)
                 and not _within(path, project)):
             found.append(path)
-    found = [p for p in dict.fromkeys(found)
-             if not any(p != other and _within(p, other) for other in found)]
+    found = list(dict.fromkeys(found))
     if in_userns:
-        points = mount_points(_mountinfo_texts())
-        for path in [p for p in found if mounts_below(p, points)]:
-            print(f"workspace: {path} is not overlaid in this container: something is mounted "
-                  "below it, which rootless podman cannot overlay; it is the image's",
-                  file=sys.stderr)
-            found.remove(path)
-        for path, store in [(p, _holding(p, storage)) for p in found]:
-            if store is None:
-                continue
-            print(f"workspace: {path} is not overlaid in this container: podman keeps its "
-                  f"containers' files below it ({store}), which rootless podman cannot overlay; "
-                  "it is the image's (to have it overlaid, move podman's storage out of it: "
-                  "rootless_storage_path in containers-storage.conf)", file=sys.stderr)
-            found.remove(path)
+        found = _rootless_view(found, storage, points)
+    return [p for p in found if not any(p != other and _within(p, other) for other in found)]
+
+
+def _rootless_view(found: list[str], storage: tuple[str, ...],
+                   points: set[str] | None) -> list[str]:
+    """``found`` without what rootless podman cannot overlay at all, each with a note."""
+    points = mount_points(_mountinfo_texts()) if points is None else points
+    kept = []
+    for path in found:
+        reason = refusal(path, storage, points)
+        if reason is None:
+            kept.append(path)
+        else:
+            print(f"workspace: {path} is not overlaid in this container: {reason}; "
+                  "it is the image's", file=sys.stderr)
+    return kept
+
+
+def refusal(path: str, storage: tuple[str, ...], points: set[str]) -> str | None:
+    """Why rootless podman cannot overlay ``path`` ($HOME or /tmp) at all, if it cannot."""
+    if path == "/tmp":
+        return tmp_refused(path, storage, points)
+    return next((f"it is in podman's storage ({h})"
+                 for h in container_levels.hidden_roots(storage) if _within(path, h)), None)
+
+
+def rootless_limits(storage: tuple[str, ...], points: set[str]) -> list[str]:
+    """What rootless podman leaves out of $HOME and /tmp here, each with why (doctor)."""
+    home = os.path.realpath(os.environ.get("HOME", "") or "/")
+    found = []
+    refused = {p: refusal(p, storage, points) for p in dict.fromkeys([home, "/tmp"])}
+    for path, reason in refused.items():
+        if reason is not None:
+            found.append(f"{path} is not overlaid (the image's): {reason}")
+    if refused[home] is None and not (_within(home, "/tmp") and refused["/tmp"] is None):
+        shown = container_levels.plan(home, points, container_levels.hidden_roots(storage))
+        if shown.levels:
+            why = "podman's storage is in it" if _holding(home, storage) else \
+                "something is mounted below it"
+            found.append(f"{home} is overlaid entry by entry ({why})")
+        found += [f"{p} is not shown: {why}" for p, why in shown.hidden]
+        found += [f"{p} is read-only (a file larger than {container_levels.COPY_LIMIT >> 20} "
+                  "MiB)" for p in shown.readonly]
     return found
+
+
+def tmp_refused(path: str, storage: tuple[str, ...], points: set[str]) -> str | None:
+    """Why rootless podman cannot overlay /tmp (with the fix), or None when it can.
+
+    ``storage``: (graph root, run root), as :func:`engine_storage` gives them."""
+    run_root = storage[1:2]
+    held = _holding(path, run_root) or _holding(path, storage)
+    if held is not None and held in run_root:
+        return (f"podman's run root {held} is below it, where each container's run-time "
+                "files are mounted (podman puts it in /tmp when XDG_RUNTIME_DIR is unset and "
+                "/run/user/UID is missing: su, runuser, cron). Fix: set "
+                "XDG_RUNTIME_DIR=/run/user/$(id -u) (`loginctl enable-linger USER` keeps that "
+                "directory), or runroot in ~/.config/containers/storage.conf outside /tmp")
+    if held is not None:
+        return (f"podman's storage {held} is below it, where each container's files are "
+                "mounted. Fix: graphroot in ~/.config/containers/storage.conf outside /tmp")
+    below = sorted(p for p in points if p.startswith(path.rstrip("/") + "/"))
+    if below:
+        return (f"something is mounted below it ({below[0]}"
+                f"{f' and {len(below) - 1} more' if len(below) > 1 else ''}), which rootless "
+                "podman cannot overlay")
+    return None
 
 
 def _refuse_a_project_holding(project: str, storage: tuple[str, ...]) -> None:
@@ -116,7 +184,7 @@ def _holding(path: str, storage: tuple[str, ...]) -> str | None:
 
 
 def engine_storage(engine: Any) -> tuple[str, ...]:
-    """Where podman keeps its containers' files (graph and run roots); none when it cannot
+    """Where podman keeps its containers' files (graph root, run root); none when it cannot
     say (the overlays are then tried as they are, and a failure shows podman's error)."""
     try:
         out = engine.client.run([engine.client.path(), "info", "--format",
@@ -128,13 +196,25 @@ def engine_storage(engine: Any) -> tuple[str, ...]:
 
 def _mountinfo_texts() -> list[str]:
     """The mount table every container's namespace starts from: that of rootless podman's
-    pause process (a copy made when it started), else ours (podman copies it now)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/podman-run-{os.getuid()}"
-    try:
-        pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
-        return [Path(f"/proc/{pid}/mountinfo").read_text()]
-    except (OSError, ValueError, IndexError):
-        return [Path("/proc/self/mountinfo").read_text()]
+    pause process (a copy made when it started), else ours (podman copies it now).
+
+    Its pid file is in podman's tmp dir: under $XDG_RUNTIME_DIR, else /run/user/UID when
+    that exists (podman's choice without the variable), else /tmp/podman-run-UID.
+    """
+    uid = os.getuid()
+    runtimes = [os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{uid}", f"/tmp/podman-run-{uid}"]
+    for runtime in dict.fromkeys(r for r in runtimes if r):
+        try:
+            pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
+            return [Path(f"/proc/{pid}/mountinfo").read_text()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return [Path("/proc/self/mountinfo").read_text()]
+
+
+def rootless_points() -> set[str]:
+    """Mount points below which rootless podman's overlays cannot have a lower dir."""
+    return mount_points(_mountinfo_texts())
 
 
 def mount_points(texts: list[str]) -> set[str]:
@@ -157,8 +237,10 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def overlaid(session: Session, targets: list[str]) -> list[Overlaid]:
-    """The uppers and work dirs of ``targets``, made, and recorded as the session's layers.
+def overlaid(session: Session, targets: list[str],
+             plans: dict[str, Plan] | None = None) -> list[Overlaid]:
+    """The overlays of ``targets`` (each of a planned one's mounts: levels first), their
+    uppers and work dirs made, and the targets recorded as the session's layers.
 
     An upper root takes its real directory's mode (and owner, as root): the overlay's
     root shows the upper root's, and ``/tmp`` must stay sticky and world-writable.
@@ -170,17 +252,49 @@ def overlaid(session: Session, targets: list[str]) -> list[Overlaid]:
     (session.sandbox / RECORD).write_text(json.dumps(recorded) + "\n")
     result = []
     for target in targets:
-        upper = session.sandbox / UPPERS / target.lstrip("/")
-        work = session.sandbox / WORKS / str(recorded.index(target))
-        work.mkdir(parents=True, exist_ok=True)
-        if not upper.is_dir():
-            upper.mkdir(parents=True)
-            st = os.stat(target)
-            if os.geteuid() == 0:
-                os.chown(upper, st.st_uid, st.st_gid)
-            os.chmod(upper, st.st_mode & 0o7777)
-        result.append(Overlaid(target, upper, work))
+        index = recorded.index(target)
+        shown = (plans or {}).get(target)
+        skipped: list[str] = []
+        for k, (path, level) in enumerate(shown.mounts() if shown else [(target, False)]):
+            upper = _upper(session, path)
+            if k and (any(_within(path, s) for s in skipped) or not _plain_dir(upper)):
+                skipped.append(path)   # the sandbox replaced it: its level shows its upper
+                continue
+            work = session.sandbox / WORKS / (f"{index}.{k}" if k else str(index))
+            work.mkdir(parents=True, exist_ok=True)
+            _make_upper(upper, path)
+            lower = str(skeleton_dir(session.sandbox, path)) if level else path
+            result.append(Overlaid(path, upper, work, lower))
     return result
+
+
+def _upper(session: Session, path: str) -> Path:
+    return session.sandbox / UPPERS / path.lstrip("/")
+
+
+def _plain_dir(upper: Path) -> bool:
+    """Absent, or a directory that is not opaque: an entry's overlay can stand on it."""
+    if not os.path.lexists(upper):
+        return True
+    if upper.is_symlink() or not upper.is_dir():
+        return False
+    from manager.changes.model import OPAQUE_XATTRS
+
+    for name in OPAQUE_XATTRS:
+        with contextlib.suppress(OSError):
+            if os.getxattr(upper, name) == b"y":
+                return False
+    return True
+
+
+def _make_upper(upper: Path, real: str) -> None:
+    if upper.is_dir():
+        return
+    upper.mkdir(parents=True)
+    st = os.stat(real)
+    if os.geteuid() == 0:
+        os.chown(upper, st.st_uid, st.st_gid)
+    os.chmod(upper, st.st_mode & 0o7777)
 
 
 def recorded_targets(session: Session) -> list[str]:
@@ -193,7 +307,9 @@ def recorded_targets(session: Session) -> list[str]:
 
 def layers(session: Session) -> list[Layer]:
     """The extra layers: every directory this session ever overlaid (its changes stay
-    pending whatever $HOME the next call has)."""
+    pending whatever $HOME the next call has). An entry overlaid on its own within a
+    level is no layer: its upper is inside the level's, where its changes are read."""
+    container_levels.remember_births(session.sandbox, UPPERS)
     return [Layer(upper=session.sandbox / UPPERS / t.lstrip("/"), target=Path(t))
             for t in recorded_targets(session)]
 
@@ -246,19 +362,41 @@ def add_view(engine: Any, session: Session, options: dict[str, Any],
     in_userns = _in_userns(engine)
     storage = engine_storage(engine) if in_userns else ()
     _refuse_a_project_holding(session.project, storage)
-    targets = wanted(session.project, in_userns, storage)
-    for item in overlaid(session, targets):
-        extra = engine.mount_options(item.target, str(item.upper), str(item.work), calls)
+    points = mount_points(_mountinfo_texts()) if in_userns else set()
+    targets = wanted(session.project, in_userns, storage, points)
+    plans = _plans(session, targets, points, storage) if in_userns else {}
+    items = overlaid(session, targets, plans)
+    for item in items:
+        extra = engine.mount_options(item.lower, str(item.upper), str(item.work), calls,
+                                     item.target)
         for key, value in extra.items():
             have = merged.setdefault(key, [])
             have.extend(v for v in value if v not in have)
     files = ca_files()
-    merged.setdefault("volumes", []).extend((f, f, "ro") for f in files)
+    levels = {item.target for item in items if item.lower != item.target}
+    readonly = [f for shown in plans.values() for f in shown.readonly
+                if os.path.dirname(f) in levels and not os.path.lexists(_upper(session, f))]
+    merged.setdefault("volumes", []).extend((f, f, "ro") for f in [*readonly, *files])
     env = ca_env(files)
     if env:
         merged["envs"] = {**dict(merged.get("envs") or {}), **env}
     write_visible(session, [*targets, *files])
     return merged, targets
+
+
+def _plans(session: Session, targets: list[str], points: set[str],
+           storage: tuple[str, ...]) -> dict[str, Plan]:
+    """$HOME shown entry by entry where something is mounted below it (podman's storage,
+    by default): its skeletons made, and a note for each entry not shown."""
+    home = os.path.realpath(os.environ.get("HOME", "") or "/")
+    if home not in targets:
+        return {}
+    shown = container_levels.plan(home, points, container_levels.hidden_roots(storage),
+                                  session.project)
+    container_levels.build(session.sandbox, shown)
+    for path, why in shown.hidden:
+        print(container_levels.hidden_note(path, why), file=sys.stderr)
+    return {home: shown}
 
 
 def _in_userns(engine: Any) -> bool:
