@@ -343,7 +343,7 @@ def test_read_only_files_in_a_read_only_new_tree(tree: Tree) -> None:
     ordinary user can neither rename nor unlink out of a read-only upper directory."""
     write(tree.u("cache/ab/cd"), "data\n")
     write(tree.r("keep"), "old\n")
-    write(tree.u("keep"), "new\n")
+    copy_up(tree, "keep").write_text("new\n")
     for path, bits in (("cache/ab/cd", 0o444), ("keep", 0o444), ("cache/ab", 0o555),
                        ("cache", 0o555)):
         tree.u(path).chmod(bits)

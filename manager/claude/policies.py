@@ -143,8 +143,76 @@ def docker(args: list[str]) -> bool:
     elif sub not in CTR_READ | CTR_DAEMON | CTR_RUNS:
         return False
     if sub in CTR_RUNS:
-        return _run_options_ok(rest)
-    return _options_ok(rest, CTR_FLAGS | CTR_VALUES, CTR_SHORT_FLAGS | CTR_SHORT_VALUES)
+        return _run_options_ok(rest) and (sub == "exec" or _image_operand_ok(rest))
+    if not _options_ok(rest, CTR_FLAGS | CTR_VALUES, CTR_SHORT_FLAGS | CTR_SHORT_VALUES):
+        return False
+    return sub not in CTR_IMAGE_OPERANDS or all(
+        image_reference(a) for a in _operands(rest))
+
+
+# Subcommands whose operands are image references. podman also reads and writes images
+# through transports that name host paths (`push IMG oci-archive:~/.bashrc` wrote the real
+# file; `docker-archive:x.pth` made a .pth of an image's bytes): outside the sandbox only a
+# registry reference or an image id is allowed.
+CTR_IMAGE_OPERANDS = frozenset(("pull", "push", "tag"))
+TRANSPORTS = frozenset(("docker", "docker-archive", "docker-daemon", "oci", "oci-archive", "dir",
+                        "containers-storage", "ostree", "sif", "tarball"))
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-/")
+_TAG_CHARS = _NAME_CHARS - {"/"} | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def image_reference(ref: str) -> bool:
+    """``[host[:port]/]name[/name...][:tag][@sha256:hex]``, or an image id: no transport,
+    no path (a leading ``/``, ``.`` or ``~``), nothing else."""
+    ref, _, digest = ref.partition("@")
+    if digest and not (digest.startswith("sha256:") and len(digest) == 71
+                       and all(c in "0123456789abcdef" for c in digest[7:])):
+        return False
+    host, slash, rest = ref.partition("/")
+    if slash and ":" in host:             # a registry's port: host:5000/name
+        host, _, port = host.partition(":")
+        if not port.isdigit():
+            return False
+        ref = f"{host}/{rest}"
+    name, _, tag = ref.partition(":")
+    if name.split("/")[0] in TRANSPORTS or not name or name[0] in "/.~-":
+        return False
+    if not set(name) <= _NAME_CHARS or "//" in name or name.endswith("/"):
+        return False
+    return not tag or (set(tag) <= _TAG_CHARS and len(tag) <= 128 and tag[0] not in ".-")
+
+
+def _operands(args: list[str]) -> list[str]:
+    """The words that are not options or option values (as _options_ok reads them)."""
+    found, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--") and "=" not in arg and arg in CTR_VALUES:
+            i += 2
+            continue
+        if len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS:
+            i += 2
+            continue
+        if not arg.startswith("-") or arg == "-":
+            found.append(arg)
+        i += 1
+    return found
+
+
+def _image_operand_ok(args: list[str]) -> bool:
+    """``run``/``create``: the image (the first operand) is a registry reference or an id."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return i + 1 < len(args) and image_reference(args[i + 1])
+        if not arg.startswith("-") or arg == "-":
+            return image_reference(arg)
+        name = arg.split("=", 1)[0]
+        takes_value = (arg.startswith("--") and name in CTR_VALUES and "=" not in arg) or (
+            len(arg) == 2 and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
+        i += 2 if takes_value else 1
+    return False
 
 
 def _run_options_ok(args: list[str]) -> bool:

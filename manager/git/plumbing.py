@@ -44,8 +44,11 @@ NEUTRAL = (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"),
            ("core.alternateRefsCommand", ""), ("uploadpack.packObjectsHook", ""))
 # ... and the ones under a name the config chooses (filter.<driver>.clean): read first.
 _NAMED = r"^(filter|diff|merge|hook)\..*\.(clean|smudge|process|textconv|command|driver)$"
-_PROGRAM_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_EDITOR": "true",
-                "GIT_SEQUENCE_EDITOR": "true", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true"}
+PROGRAM_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_EDITOR": "true",
+                "GIT_SEQUENCE_EDITOR": "true", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true",
+                # trace2 files: their targets come from the global config only, which no
+                # GIT_CONFIG_KEY overrides; these variables do ("0": off)
+                "GIT_TRACE2": "0", "GIT_TRACE2_EVENT": "0", "GIT_TRACE2_PERF": "0"}
 _named_cache: dict[tuple[str, ...], list[tuple[str, str]]] = {}
 # Settings that keep our scratch work from writing next to the user's index or
 # printing advice meant for people.
@@ -390,7 +393,7 @@ def _attach_numstat(entries: list[DiffEntry], it: Iterator[bytes]) -> None:
 
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
-    env.update(_PROGRAM_ENV)
+    env.update(PROGRAM_ENV)
     env["LC_ALL"] = "C"
     return env
 

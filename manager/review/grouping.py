@@ -18,6 +18,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import is_within
+from manager.git.plumbing import PROGRAM_ENV
 from manager.git.plumbing import host_env
 from manager.record import Record
 
@@ -181,8 +182,9 @@ class IgnoreQuery:
         self.git_dir = str(project / ".git")
         self.asked: dict[str, bytes] = {}     # absolute path -> what git was asked
         self.ancestors: set[str] = set()
+        # Not the caller's GIT_DIR, GIT_INDEX_FILE...: host_env's own settings only.
         self._env = {k: v for k, v in host_env().items()
-                     if not k.startswith("GIT_") or k.startswith("GIT_CONFIG_")}
+                     if not k.startswith("GIT_") or k.startswith("GIT_CONFIG_") or k in PROGRAM_ENV}
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: list[bytes] = []
         self._reader: threading.Thread | None = None

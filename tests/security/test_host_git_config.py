@@ -51,6 +51,11 @@ CASES = {
     "include.path": "{include}",
     "includeIf.gitdir:/.path": "{include}",
     "filter.a=b.clean": "{cmd}",
+    # Not a program, but a file git writes wherever the (global) config says: an event
+    # line holds config values, e.g. an alias's "$(...)", and a ~/.bashrc target sources it.
+    "trace2.eventTarget": "{marker}",
+    "trace2.normalTarget": "{marker}",
+    "trace2.perfTarget": "{marker}",
 }
 # What makes a key take effect: the attributes that select the drivers, signing on.
 COMPANIONS = {"gpg.program": [("commit.gpgSign", "true")],
@@ -75,7 +80,7 @@ def _plant(repo: Path, tmp: Path, key: str, home: Path) -> Path:
             (where / name).chmod(0o755)
     include = tmp / "included.gitconfig"
     include.write_text(f"[core]\n\tfsmonitor = {cmd}; false\n[filter \"evil\"]\n\tclean = {cmd}\n")
-    value = CASES[key].format(cmd=cmd, hooks=hooks, include=include)
+    value = CASES[key].format(cmd=cmd, hooks=hooks, include=include, marker=marker)
     for config in (repo / ".git" / "config", home / ".gitconfig"):
         for name, setting in [(key, value), *COMPANIONS.get(key, [])]:
             subprocess.run(["git", "config", "-f", str(config), name, setting], check=True)

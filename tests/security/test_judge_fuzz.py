@@ -50,9 +50,9 @@ FINDINGS = [                    # the attack pass's lines, as it wrote them
 
 # -- the grammar -------------------------------------------------------------------
 
-HEADS = ["docker run --rm IMG", "podman run -it IMG", "docker exec c", "gh api",
+HEADS = ["docker run --rm img", "podman run -it img", "docker exec c", "gh api",
          "sudo docker exec c", "docker ps", "podman images -q", "gh pr view 1",
-         "sudo -n podman run IMG", "{own} status", "{own} diff", "docker"]
+         "sudo -n podman run img", "{own} status", "{own} diff", "docker"]
 PLAIN = ["a", "-v", "/victim:/h", "IMG", "x1", "sh", "-c", "--rm", "ps", "A=1", "%", "@x",
          ",", ".", "+", "-", "--", "a=b", "docker", "gh", "x:y", "1", "2"]
 QUOTED = ["'a b'", "'#'", "' #; docker ps'", "'$IFS'", "'{-v,x}'", "'*'", "'a\nb'", "''",

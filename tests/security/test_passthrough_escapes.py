@@ -75,6 +75,15 @@ CONTAINERS = [
     "podman play kube x.yaml", "docker container export c -o {m}", "docker image save -o {m} a",
     "DOCKER_HOST=tcp://x docker ps", "podman machine init", "docker plugin install x",
     "docker run -eFOO=1 alpine", "docker logs --output={m} c", "podman rm -v c",
+    # image transports that name host paths (the second attack pass wrote ~/.bashrc and a .pth)
+    "podman push img oci-archive:{m}", "podman push img docker-archive:{m}",
+    "podman push img dir:{m}", "podman image push img oci:{m}", "podman push img oci:{m}:t",
+    "podman pull oci-archive:{m}", "podman pull docker-archive:x.tar", "podman pull dir:{m}",
+    "podman image pull docker-archive:payload.tar", "podman tag img oci-archive:{m}",
+    "podman run --rm docker-archive:x.tar true", "podman create oci:{m} x",
+    "podman pull containers-storage:[overlay@/tmp]img", "podman push img /tmp/x",
+    "podman push img ./x", "podman pull -q docker-archive:x", "podman run -- oci:{m} true",
+    "podman push img docker-daemon:img:latest", "podman push img 'sif:x'",
 ]
 SUDO = ["sudo podman unshare touch {m}", "sudo git status", "sudo -u root docker ps",
         "sudo sh -c 'touch {m}'", "sudo -E docker ps"]
@@ -92,6 +101,9 @@ STILL_PASS = [
     "docker run -d --name web -p 8080:80 -e A=1 nginx", "docker exec -it c bash -lc 'make -j2'",
     "docker stop -t 5 c", "docker rm -f c", "podman pull alpine", "docker container ls -a",
     "docker image ls", "podman pod ps", "docker system df", "sudo docker ps", "sudo -n podman ps",
+    "podman push localhost:5000/team/app:1.2", "docker push ghcr.io/o/app:v1", "podman push 124f82edf45d",
+    "docker pull alpine@sha256:" + "a" * 64, "docker tag app:1 registry.example.com:443/app:1",
+    "docker run --rm -e A=1 ghcr.io/o/app:v1 true", "podman image pull quay.io/x/y",
 ]
 
 
