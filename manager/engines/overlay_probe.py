@@ -17,6 +17,7 @@ from manager.errors import WorkspaceError
 from manager.session import paths
 
 MIN_KERNEL = (5, 11)  # overlayfs inside a user namespace
+BOUNDARY_CHECK = "security"
 IDENTITY_CHECK = "commands run as"
 PROBE_IDLE_SECONDS = 60.0  # the trial's holder, should this process die before it stops it
 
@@ -31,7 +32,22 @@ def checks() -> list[Check]:
     if all(c.ok for c in result):
         result.append(trial())
         result.append(identity())
+        result.append(boundary())
     return result
+
+
+def boundary() -> Check:
+    """What the boundary holds for this account: as root, a command inside is the host's
+    uid 0, whom the kernel's own files check by owner alone."""
+    if os.geteuid() != 0:
+        return Check(BOUNDARY_CHECK, True, "writes anywhere are held for review; no handle "
+                     "to the host's filesystem inside")
+    return Check(BOUNDARY_CHECK, True,
+                 "warning: run as root, a command inside is the host's uid 0: files are held "
+                 "for review, but the kernel's interfaces that check only the owner "
+                 "(/proc/sys, /sys, device nodes) act on the host",
+                 "run workspace from an ordinary account (with subordinate ids) to contain "
+                 "an agent", warn=True)
 
 
 def identity() -> Check:

@@ -12,6 +12,7 @@ mapping: the command is the namespace's root with every capability in it).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,3 +139,13 @@ def test_doctor_says_try_is_not_a_boundary(ws, project: Path, monkeypatch: pytes
     checks = json.loads(proc.stdout)["engines"]["try"]
     text = " ".join(str(c.get("detail", "")) + " " + str(c.get("name", "")) for c in checks)
     assert "not a security boundary" in text, proc.stdout
+
+
+def test_doctor_says_what_the_overlay_boundary_holds_for_this_account(ws):
+    """Root inside is the host's uid 0 for /proc/sys, /sys and device nodes (the attack pass
+    wrote kernel.core_pattern): doctor warns root, and says what holds for a user."""
+    said = ws("doctor", "--engine", "overlay", check=True).stdout
+    if os.geteuid() == 0:
+        assert "warn security: warning: run as root" in said and "ordinary account" in said
+    else:
+        assert "ok   security: writes anywhere are held for review" in said
