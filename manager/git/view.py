@@ -240,7 +240,8 @@ def _describe(git: Git, ref: str, old: str | None, new: str | None) -> RefChange
     try:
         text = git.run("log", "--no-show-signature", f"--max-count={MAX_COMMITS + 1}",
                        "--format=%h%x00%s", new, *exclude).stdout.decode(errors="replace")
-        commits = [Commit(*line.split("\0", 1)) for line in text.splitlines() if "\0" in line]
+        # Split at "\n" only: a subject may hold a "\r" (shown escaped, not cut there).
+        commits = [Commit(*line.split("\0", 1)) for line in text.split("\n") if "\0" in line]
         count = int(git.out("rev-list", "--count", new, *exclude)) if len(commits) > MAX_COMMITS \
             else len(commits)
         forward = old is None or git.run("merge-base", "--is-ancestor", old, new,
