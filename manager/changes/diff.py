@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager import longpath
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
@@ -74,11 +75,12 @@ def stream(changes: Iterable[Change], project: Path, *, color: bool = False) -> 
 def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
                 max_lines: int = MAX_LINES) -> list[str]:
     a_label, b_label = labels(change, project)
-    old = _side(change.real_path, a_label, max_bytes) if change.old_type \
-        else Side("/dev/null")
-    new = Side("/dev/null") if change.kind is Kind.DELETED \
-        else _side(change.upper_path, b_label, max_bytes)
-    head = [f"diff --git {a_label} {b_label}", *_meta_lines(change)]
+    # Read through names any call takes: the agent's paths may be longer than PATH_MAX.
+    with longpath.reach(change.real_path) as real, longpath.reach(change.upper_path) as upper:
+        old = _side(real, a_label, max_bytes) if change.old_type else Side("/dev/null")
+        new = Side("/dev/null") if change.kind is Kind.DELETED \
+            else _side(upper, b_label, max_bytes)
+        head = [f"diff --git {a_label} {b_label}", *_meta_lines(change, real, upper)]
     if change.kind is not Kind.REPLACED:
         return head + _body(old, new, max_lines)
     # A type change reads best as git shows it: the old entry deleted, the new one added.
@@ -86,7 +88,7 @@ def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
     return head + _body(old, absent, max_lines) + head + _body(absent, new, max_lines)
 
 
-def _meta_lines(change: Change) -> list[str]:
+def _meta_lines(change: Change, real: str, upper: str) -> list[str]:
     """What the bytes do not show: powers the entry grants, extended attributes."""
     lines = [f"special: {why} (commit needs --allow-special)" for why in change.special]
     if change.owner is not None:
@@ -94,8 +96,8 @@ def _meta_lines(change: Change) -> list[str]:
     if change.kind is Kind.DELETED:
         return lines
     try:
-        old = meta.content_xattrs(change.real_path) if change.old_type else {}
-        new = meta.content_xattrs(change.upper_path)
+        old = meta.content_xattrs(real) if change.old_type else {}
+        new = meta.content_xattrs(upper)
     except OSError as exc:
         return [*lines, f"extended attributes unreadable: {exc.strerror}"]
     from manager.ui import quote

@@ -9,6 +9,7 @@ from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import Change
 from manager.changes.model import Layer
+from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.commands.common import json_arg
@@ -93,7 +94,7 @@ def _history(session: Session, layers: list[Layer], paths: list[Path], exclude: 
                          for p in paths):
         return None
     changes = read_changes(list(layers), project)
-    under_git = [c for c in changes if c.path == git_dir or git_dir in c.path.parents]
+    under_git = [c for c in changes if is_within(c.real_path, git_dir)]
     history = history_mod.prepare(project, under_git, session.id)
     if history is None:
         return None
@@ -124,7 +125,7 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
             ui.out(ui.paint(f"  security-relevant, still pending: {ui.quote(str(path))} (name it to commit "
                             "it: workspace commit PATH)", "yellow"))
             continue
-        if git_dir is not None and (path == git_dir or git_dir in path.parents) or \
+        if git_dir is not None and is_within(path, git_dir) or \
                 history is not None and path in history.kept:
             continue   # applied through git below
         ui.out(ui.paint(f"  excluded (still pending): {ui.quote(str(path))}", "dim"))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from manager import longpath
 from manager import ui
 from manager.changes import meta
 from manager.changes.display import display_path
@@ -191,7 +191,7 @@ def _type_note(change: Change) -> str:
     if change.new_type is not EntryType.OTHER:
         return ""
     try:
-        name = meta.type_name(os.lstat(change.upper).st_mode)
+        name = meta.type_name(longpath.lstat(change.upper_path).st_mode)
     except OSError:
         return ""
     return f"  [{name}]" if name else ""
