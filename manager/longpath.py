@@ -126,10 +126,18 @@ def remove_tree_at(parent_fd: int, name: str) -> None:
             fd = up
             if _ident(fd) != parent_id:
                 raise OSError(16, "a directory was moved during its removal", child)
-            os.rmdir(child, dir_fd=fd)
+            remove_entry(fd, child, is_dir=True)
     finally:
         os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+    remove_entry(parent_fd, name, is_dir=True)
+
+
+def remove_entry(dir_fd: int, name: str, is_dir: bool = False) -> None:
+    """One entry of a tree removed (one place: tests interrupt a removal here)."""
+    if is_dir:
+        os.rmdir(name, dir_fd=dir_fd)
+    else:
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def _ident(fd: int) -> tuple[int, int]:
@@ -156,7 +164,7 @@ def _clear_files(fd: int) -> list[str]:
     subdirs = []
     for child in os.listdir(fd):
         try:
-            os.unlink(child, dir_fd=fd)
+            remove_entry(fd, child)
         except (IsADirectoryError, PermissionError):
             st = os.stat(child, dir_fd=fd, follow_symlinks=False)
             if not stat.S_ISDIR(st.st_mode):
