@@ -6,8 +6,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,6 @@ from manager.errors import WorkspaceError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every command ~3 ms
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from collections.abc import Iterator
     from typing import Any
 
@@ -80,39 +77,16 @@ def _acquire(fd: int, kind: int, timeout: float | None, what: str) -> None:
 
 
 def remove_tree(root: Path) -> None:
-    """``rmtree`` that opens up directories their owner made unreadable or read-only.
+    """``rm -rf`` that opens up directories their owner made unreadable or read-only, at
+    any depth (longpath.remove_tree).
 
     try copies the modes of ``/`` and its top-level directories into its sandbox
     (``/root`` is 0700, ``/proc`` 0555): as their owner we may change them, not read
     or write them as they are. Anything else that fails still raises.
     """
-    opened: set[str] = set()
-    top = str(root)
+    from manager import longpath
 
-    def retry(func: Callable[..., object], path: str, error: object) -> None:
-        exc = error[1] if isinstance(error, tuple) else error  # onerror: exc_info; onexc: exc
-        if isinstance(exc, FileNotFoundError) and path != top:
-            return                       # gone already: removed from the top below
-        if not isinstance(exc, PermissionError) or path in opened:
-            raise exc if isinstance(exc, BaseException) else OSError(f"cannot remove {path}")
-        opened.add(path)
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), stat.S_IRWXU)
-        if func in (os.unlink, os.remove, os.rmdir):
-            func(path)                   # the parent was read-only
-        elif os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, stat.S_IRWXU)  # the directory itself could not be read
-            _rmtree(path, retry)
-        else:
-            os.unlink(path)
-
-    _rmtree(str(root), retry)
-
-
-def _rmtree(path: str, handler: Callable[[Callable[..., object], str, object], None]) -> None:
-    import shutil
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=handler)
-    else:
-        shutil.rmtree(path, onerror=handler)
+    if os.path.islink(root) or not os.path.isdir(root):
+        os.unlink(root)
+        return
+    longpath.remove_tree(str(root))

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager import longpath
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
@@ -74,11 +75,12 @@ def stream(changes: Iterable[Change], project: Path, *, color: bool = False) -> 
 def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
                 max_lines: int = MAX_LINES) -> list[str]:
     a_label, b_label = labels(change, project)
-    old = _side(change.real_path, a_label, max_bytes) if change.old_type \
-        else Side("/dev/null")
-    new = Side("/dev/null") if change.kind is Kind.DELETED \
-        else _side(change.upper_path, b_label, max_bytes)
-    head = [f"diff --git {a_label} {b_label}", *_meta_lines(change)]
+    # Read through names any call takes: the agent's paths may be longer than PATH_MAX.
+    with longpath.reach(change.real_path) as real, longpath.reach(change.upper_path) as upper:
+        old = _side(real, a_label, max_bytes) if change.old_type else Side("/dev/null")
+        new = Side("/dev/null") if change.kind is Kind.DELETED \
+            else _side(upper, b_label, max_bytes)
+        head = [f"diff --git {a_label} {b_label}", *_meta_lines(change, real, upper)]
     if change.kind is not Kind.REPLACED:
         return head + _body(old, new, max_lines)
     # A type change reads best as git shows it: the old entry deleted, the new one added.
@@ -86,7 +88,7 @@ def diff_change(change: Change, project: Path, *, max_bytes: int = MAX_BYTES,
     return head + _body(old, absent, max_lines) + head + _body(absent, new, max_lines)
 
 
-def _meta_lines(change: Change) -> list[str]:
+def _meta_lines(change: Change, real: str, upper: str) -> list[str]:
     """What the bytes do not show: powers the entry grants, extended attributes."""
     lines = [f"special: {why} (commit needs --allow-special)" for why in change.special]
     if change.owner is not None:
@@ -94,17 +96,19 @@ def _meta_lines(change: Change) -> list[str]:
     if change.kind is Kind.DELETED:
         return lines
     try:
-        old = meta.content_xattrs(change.real_path) if change.old_type else {}
-        new = meta.content_xattrs(change.upper_path)
+        old = meta.content_xattrs(real) if change.old_type else {}
+        new = meta.content_xattrs(upper)
     except OSError as exc:
         return [*lines, f"extended attributes unreadable: {exc.strerror}"]
+    from manager.ui import quote
+
     for name in sorted(old.keys() | new.keys()):
         if name not in new:
-            lines.append(f"xattr removed: {name}")
+            lines.append(f"xattr removed: {quote(name)}")
         elif name not in old:
-            lines.append(f"xattr added: {name}={_shown(new[name])}")
+            lines.append(f"xattr added: {quote(name)}={_shown(new[name])}")
         elif old[name] != new[name]:
-            lines.append(f"xattr changed: {name}: {_shown(old[name])} -> {_shown(new[name])}")
+            lines.append(f"xattr changed: {quote(name)}: {_shown(old[name])} -> {_shown(new[name])}")
     return lines
 
 
@@ -114,10 +118,13 @@ def _shown(value: bytes) -> str:
 
 
 def labels(change: Change, project: Path) -> tuple[str, str]:
+    """The two sides' names, quoted as git quotes them (``"a/zz\\r"``)."""
+    from manager.ui import quote
+
     if change.in_project:
         rel = change.real_path[len(str(project)):].lstrip("/") or "."
-        return f"a/{rel}", f"b/{rel}"
-    return change.real_path, change.real_path
+        return quote(f"a/{rel}"), quote(f"b/{rel}")
+    return quote(change.real_path), quote(change.real_path)
 
 
 def _side(path: str, label: str, max_bytes: int) -> Side:
@@ -200,7 +207,10 @@ def _text_diff(old: Side, new: Side, max_lines: int) -> list[str]:
         out = list(difflib.unified_diff(a, b, old.label, new.label, lineterm=""))
     if len(out) > max_lines:
         out = out[:max_lines] + [f"... {len(out) - max_lines} more diff lines not shown"]
-    return out
+    # Compared raw (escaping could make two different lines look alike), shown escaped.
+    from manager.ui import shown
+
+    return [shown(line) for line in out]
 
 
 def _grown(a: list[str], b: list[str], a_label: str, b_label: str) -> list[str] | None:
@@ -236,9 +246,15 @@ def _range(start: int, stop: int) -> str:
 
 
 def _text_lines(data: bytes | None) -> list[str]:
+    """Lines as git cuts them: at "\\n" only (a "\\r" or form feed inside a line is shown
+    there, escaped, not as a line break the file does not have); CRLF endings dropped."""
     if not data:
         return []
-    return data.decode("utf-8", errors="replace").splitlines()
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if not lines[-1]:
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def colourise(text: str) -> str:

@@ -15,10 +15,14 @@ def resolve_paths(raw: list[str]) -> list[Path]:
 
 
 def display_path(change: Change, project: Path) -> str:
+    """The change's path as review shows it: relative in the project, quoted as git
+    quotes names (ui.quote) so that no name can write over what is shown."""
+    from manager import ui
+
     text = change.real_path
     if change.in_project:
         top = str(project)
         text = text[len(top):].lstrip("/") or "."
     if (change.new_type or change.old_type) is model.EntryType.DIR:
         text += "/"
-    return text
+    return ui.quote(text)

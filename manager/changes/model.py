@@ -18,6 +18,7 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 
+from manager import longpath
 from manager.changes import meta
 from manager.changes.walkcache import MISSING
 from manager.changes.walkcache import WalkCache
@@ -166,7 +167,7 @@ def _has_xattr(path: Path | str, names: tuple[str, ...], value: bytes | None = N
 
 def _lstat(path: str) -> os.stat_result | None:
     try:
-        return os.lstat(path)
+        return longpath.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -175,7 +176,8 @@ class _Walk:
     """What stays the same during one layer's walk, and where its changes go (a list,
     not generators: a change found 10 directories deep would pass through 20 of them)."""
 
-    __slots__ = ("layer", "project", "summarize", "found", "cache", "on_found", "told")
+    __slots__ = ("layer", "project", "summarize", "found", "cache", "on_found", "told", "todo",
+                 "counted")
 
     def __init__(self, layer: Layer, project: str, summarize: int | None,
                  found: list[Change], cache: WalkCache | None,
@@ -187,6 +189,13 @@ class _Walk:
         self.cache = cache
         self.on_found = on_found
         self.told = len(found)   # changes already passed to on_found
+        # Directories still to read: a loop, not recursion (a chain of 3,000 directories
+        # the agent made must not exhaust Python's stack).
+        self.todo: list[tuple[str, str, bool, bool]] = []
+        # The directory being read lies in a new one whose files were counted and found
+        # too few to summarise: nothing below it is summarised either, nor counted again
+        # (a count per level of a deep new tree is quadratic).
+        self.counted = False
 
     def tell(self) -> None:
         assert self.on_found is not None
@@ -211,7 +220,9 @@ def read_changes(layers: list[Layer], project: Path, summarize: int | None = Non
     for layer in layers:
         if layer.upper.is_dir():
             walk = _Walk(layer, str(project), summarize, changes, cache, on_found)
-            _walk(walk, str(layer.upper), str(layer.target), False)
+            walk.todo.append((str(layer.upper), str(layer.target), False, False))
+            while walk.todo:
+                _walk(walk, *walk.todo.pop())
     # Path order (by components): "/" sorts before any character a name can hold.
     changes.sort(key=lambda c: c.real_path.replace("/", "\0"))
     return changes
@@ -226,14 +237,16 @@ _UPPER_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _REAL_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
+def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool, counted: bool) -> None:
     # Entries are looked up relative to open directories: a long path walked once, not
-    # once per entry (a quarter of a 5,000-file review's stat time).
+    # once per entry (a quarter of a 5,000-file review's stat time), and every call on an
+    # entry names it below its directory's descriptor, so no path is ever too long.
     try:
-        upper_fd = os.open(upper_dir, _UPPER_DIR)
+        upper_fd = longpath.open_path(upper_dir, _UPPER_DIR)
     except OSError:
         return
     real_fd = None if parent_new else _open_real(real_dir)
+    walk.counted = counted
     # Below a directory in the project, all is; above it, only the project itself.
     project = walk.project
     dir_in_project = is_within(real_dir, project)
@@ -243,8 +256,9 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool) -> None:
             real = _child(real_dir, name)
             # Below an added or opaque directory the real tree is hidden: all is new.
             rst = None if parent_new else _lstat_in(real_fd, name, real)
-            _entry(walk, entry, upper_dir + "/" + name, real, rst,
-                   dir_in_project or real == project)
+            at = _At(upper_dir + "/" + name, _proc(upper_fd, name),
+                     real if real_fd is None else _proc(real_fd, name))
+            _entry(walk, entry, at, real, rst, dir_in_project or real == project)
             if walk.on_found is not None:
                 walk.tell()
     finally:
@@ -263,9 +277,25 @@ def _entries(directory: int) -> list[os.DirEntry[str]]:
         return []
 
 
+def _proc(fd: int, name: str) -> str:
+    return f"/proc/self/fd/{fd}/{name}"
+
+
+class _At:
+    """An upper entry's path (recorded) and the short names it is read by (``/proc/self/
+    fd/N/name``: its directory's descriptor) on both sides."""
+
+    __slots__ = ("path", "upper", "real")
+
+    def __init__(self, path: str, upper: str, real: str) -> None:
+        self.path = path
+        self.upper = upper
+        self.real = real
+
+
 def _open_real(path: str) -> int | None:
     try:
-        return os.open(path, _REAL_DIR)
+        return longpath.open_path(path, _REAL_DIR)
     except OSError:
         return None  # looked up by path, one entry at a time
 
@@ -295,7 +325,7 @@ def count_files(top: Path | str, cache: WalkCache | None = None) -> int:
     while stack:
         directory = stack.pop()
         try:
-            st = os.lstat(directory)
+            st = longpath.lstat(directory)
             key = stat_key(st)
             hit: Any = MISSING if cache is None else cache.get(directory, key)
             if hit is MISSING:
@@ -311,40 +341,45 @@ def count_files(top: Path | str, cache: WalkCache | None = None) -> int:
 
 def _read_dir(directory: str, st: os.stat_result) -> tuple[int, tuple[str, ...]]:
     """(files in ``directory``, names of its subdirectories)."""
-    if st.st_nlink == 2:
-        return len(os.listdir(directory)), ()
-    files, subdirs = 0, []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                subdirs.append(entry.name)
-            elif entry.is_file(follow_symlinks=False) or _counts(entry):
-                files += 1
-    return files, tuple(subdirs)
+    fd = longpath.open_path(directory, _UPPER_DIR)
+    try:
+        if st.st_nlink == 2:
+            return len(os.listdir(fd)), ()
+        files, subdirs = 0, []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                elif entry.is_file(follow_symlinks=False) or _counts(fd, entry):
+                    files += 1
+        return files, tuple(subdirs)
+    finally:
+        os.close(fd)
 
 
-def _counts(entry: os.DirEntry[str]) -> bool:
+def _counts(fd: int, entry: os.DirEntry[str]) -> bool:
     if entry.is_symlink():
         return True
-    return not is_whiteout(entry.path, entry.stat(follow_symlinks=False))
+    return not is_whiteout(_proc(fd, entry.name), entry.stat(follow_symlinks=False))
 
 
-def _entry(walk: _Walk, entry: os.DirEntry[str], upper: str, real: str,
+def _entry(walk: _Walk, entry: os.DirEntry[str], at: _At, real: str,
            rst: os.stat_result | None, in_project: bool) -> None:
     ust = entry.stat(follow_symlinks=False)
     old_type = entry_type(rst.st_mode) if rst else None
+    upper = at.path
 
-    if is_whiteout(upper, ust):
+    if is_whiteout(at.upper, ust):
         if rst is not None:
             walk.found.append(Change(real, Kind.DELETED, upper, None, old_type, in_project))
         return
 
     new_type = entry_type(ust.st_mode)
     if new_type is EntryType.DIR:
-        _dir_entry(walk, upper, ust, real, rst, in_project)
+        _dir_entry(walk, at, ust, real, rst, in_project)
         return
 
-    verdict = _leaf(walk, upper, ust, real, rst)
+    verdict = _leaf(walk, at, ust, rst)
     if verdict is not None:
         kind, special, owner = verdict
         walk.found.append(Change(real, _KINDS[kind], upper, new_type, old_type, in_project,
@@ -355,18 +390,18 @@ _KINDS = {kind.value: kind for kind in Kind}
 Verdict = tuple[str, tuple[str, ...], tuple[int, int] | None]
 
 
-def _leaf(walk: _Walk, upper: str, ust: os.stat_result, real: str,
+def _leaf(walk: _Walk, at: _At, ust: os.stat_result,
           rst: os.stat_result | None) -> Verdict | None:
     """A file's (kind, special, owner), or None when it is no change; from the cache
     when both its entries are as they were (a same-size edit is not reread)."""
     cache = walk.cache
     if cache is None or rst is None:
-        return _judge_leaf(walk.layer, upper, ust, real, rst)
+        return _judge_leaf(walk.layer, at.upper, ust, at.real, rst)
     key = stat_key(ust) + stat_key(rst)
-    verdict = cache.get(upper, key)
+    verdict = cache.get(at.path, key)
     if verdict is MISSING:
-        verdict = _judge_leaf(walk.layer, upper, ust, real, rst)
-        cache.put(upper, key, verdict, max(ust.st_ctime_ns, rst.st_ctime_ns))
+        verdict = _judge_leaf(walk.layer, at.upper, ust, at.real, rst)
+        cache.put(at.path, key, verdict, max(ust.st_ctime_ns, rst.st_ctime_ns))
     return verdict  # type: ignore[no-any-return]
 
 
@@ -396,19 +431,21 @@ def _owner(layer: Layer, ust: os.stat_result, rst: os.stat_result | None) -> tup
     return None if inside == expected else inside
 
 
-def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
+def _dir_entry(walk: _Walk, at: _At, ust: os.stat_result, real: str,
                rst: os.stat_result | None, in_project: bool) -> None:
     old_type = entry_type(rst.st_mode) if rst else None
-    opaque = is_opaque(upper)
+    upper = at.path
+    opaque = is_opaque(at.upper)
     kind = _dir_kind(ust, rst, opaque)
     owner = _owner(walk.layer, ust, rst)
     if kind is None and owner is not None:
         kind = Kind.MODE
-    if kind is None and rst is not None and _xattrs_differ(upper, real):
+    if kind is None and rst is not None and _xattrs_differ(at.upper, at.real):
         kind = Kind.XATTRS
     hidden = rst is None or opaque or old_type is not EntryType.DIR
     summarize = walk.summarize
-    below = count_files(upper, walk.cache) if summarize is not None and hidden else None
+    below = count_files(upper, walk.cache) \
+        if summarize is not None and hidden and not walk.counted else None
     if below is not None and below > (summarize or 0) and kind is not None:
         walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
                                  opaque=opaque, below=below, owner=owner))
@@ -416,7 +453,7 @@ def _dir_entry(walk: _Walk, upper: str, ust: os.stat_result, real: str,
     if kind is not None and not (real in walk.layer.scaffold and not opaque):
         walk.found.append(Change(real, kind, upper, EntryType.DIR, old_type, in_project,
                                  opaque=opaque, owner=owner))
-    _walk(walk, upper, real, hidden)
+    walk.todo.append((upper, real, hidden, walk.counted or below is not None))
 
 
 def _xattrs_differ(upper: str, real: str) -> bool:

@@ -71,6 +71,10 @@ def answer(event: str, notice: str | None = None, context: str | None = None,
            block: str | None = None) -> dict[str, Any]:
     """A notice for the user (``systemMessage``), text for the model (``additionalContext``)
     and a refused stop (``decision: block`` with its reason), each only when given."""
+    # Shown to the user in a terminal and read by the model: escaped like review's text.
+    from manager.ui import shown
+
+    notice, context, block = (shown(t, lines=True) if t else t for t in (notice, context, block))
     out: dict[str, Any] = {}
     if notice:
         out["systemMessage"] = notice

@@ -43,6 +43,6 @@ def _print(session_id: str, report: Report) -> None:
     for f in report.biggest(len(report.files)):
         counts = "binary" if f.kind == "binary" else "submodule" if f.kind == "submodule" \
             else f"+{f.added} -{f.deleted}"
-        ui.out(f"  {format_count(f.cost):>7}  {counts:<14} {f.path}")
+        ui.out(f"  {format_count(f.cost):>7}  {counts:<14} {ui.quote(str(f.path))}")
     if report.over:
         ui.out(ui.paint("  (review, then `workspace reset` to start a new budget)", "dim"))

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 def _line(item: Checkpoint) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["time"]))
     return (f"{ui.paint(str(item['id']).rjust(4), 'bold')}  {item['commit'][:10]}  {when}  "
-            f"{item['files']:>4} files  {item['lines']:>6} lines  {item['message']}")
+            f"{item['files']:>4} files  {item['lines']:>6} lines  {ui.shown(str(item['message']))}")
 
 
 def _prune(target: Any, args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import Change
 from manager.changes.model import Layer
+from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.commands.common import json_arg
@@ -93,7 +94,7 @@ def _history(session: Session, layers: list[Layer], paths: list[Path], exclude: 
                          for p in paths):
         return None
     changes = read_changes(list(layers), project)
-    under_git = [c for c in changes if c.path == git_dir or git_dir in c.path.parents]
+    under_git = [c for c in changes if is_within(c.real_path, git_dir)]
     history = history_mod.prepare(project, under_git, session.id, since=session.created)
     if history is None:
         return None
@@ -121,21 +122,21 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
     held = set(history.flagged) if history is not None else set()
     for path in result.skipped:
         if path in held:
-            ui.out(ui.paint(f"  security-relevant, still pending: {path} (name it to commit "
+            ui.out(ui.paint(f"  security-relevant, still pending: {ui.quote(str(path))} (name it to commit "
                             "it: workspace commit PATH)", "yellow"))
             continue
-        if git_dir is not None and (path == git_dir or git_dir in path.parents) or \
+        if git_dir is not None and is_within(path, git_dir) or \
                 history is not None and path in history.kept:
             continue   # applied through git below
-        ui.out(ui.paint(f"  excluded (still pending): {path}", "dim"))
+        ui.out(ui.paint(f"  excluded (still pending): {ui.quote(str(path))}", "dim"))
     for issue in result.conflicts:
-        ui.err(ui.paint(f"  conflict: {issue.path}: {issue.reason}", "red"))
+        ui.err(ui.paint(f"  conflict: {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "red"))
     for issue in result.refused:
-        ui.err(ui.paint(f"  refused: {issue.path}: {issue.reason}", "red"))
+        ui.err(ui.paint(f"  refused: {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "red"))
     for issue in result.errors:
-        ui.err(ui.paint(f"  error: {issue.path}: {issue.reason}", "red"))
+        ui.err(ui.paint(f"  error: {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "red"))
     for issue in result.notes:
-        ui.out(ui.paint(f"  note: {issue.path}: {issue.reason}", "yellow"))
+        ui.out(ui.paint(f"  note: {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "yellow"))
     if result.refused:
         ui.err("refused paths (device nodes, setuid/setgid, file capabilities) were left "
                "pending: review them, then `workspace commit --allow-special PATH` to commit "
@@ -149,16 +150,16 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
 
 def _report_history(applied: history_mod.HistoryResult, history: history_mod.History) -> None:
     for line in applied.created:
-        ui.out(f"git: created {line}")
+        ui.out(f"git: created {ui.shown(line)}")
     for line in applied.moved:
-        ui.out(f"git: moved {line}")
+        ui.out(f"git: moved {ui.shown(line)}")
     for line in applied.deleted:
-        ui.out(f"git: deleted {line}")
+        ui.out(f"git: deleted {ui.shown(line)}")
     if applied.stashed:
         ui.out(f"git: {applied.stashed} stash entr{'y' if applied.stashed == 1 else 'ies'} added")
     for ref, side in applied.diverted:
-        short = side.removeprefix("refs/heads/").removeprefix("refs/tags/")
-        name = ref.removeprefix("refs/heads/")
+        short = ui.quote(side.removeprefix("refs/heads/").removeprefix("refs/tags/"))
+        name = ui.quote(ref.removeprefix("refs/heads/"))
         ui.out(ui.paint(f"git: {name} moved since the sandbox started from it; the agent's "
                         f"commits are on {short}", "yellow"))
         ui.out(f"     merge them: git merge {short}   (or rebase: git rebase {name} {short})")
@@ -166,4 +167,4 @@ def _report_history(applied: history_mod.HistoryResult, history: history_mod.His
         ui.out(f"git: {ui.count(len(history.kept), 'file')} of those commits "
                f"{'stays' if len(history.kept) == 1 else 'stay'} on that branch, not in the work tree")
     for problem in applied.problems:
-        ui.err(ui.paint(f"  git: {problem}", "red"))
+        ui.err(ui.paint(f"  git: {ui.shown(problem)}", "red"))

@@ -41,9 +41,9 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
     if result is not None:
         ui.out(f"committed {ui.count(len(result.applied), 'path')} whole")
         for issue in [*result.conflicts, *result.errors]:
-            ui.err(ui.paint(f"  {issue.path}: {issue.reason}", "red"))
+            ui.err(ui.paint(f"  {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "red"))
     for path in written:
-        ui.out(f"committed part of {path}; the rest stays pending")
+        ui.out(f"committed part of {ui.quote(str(path))}; the rest stays pending")
     return 0 if result is None or result.ok else 1
 
 

@@ -29,7 +29,7 @@ def sessions(args: argparse.Namespace) -> int:
         age = _age(float(str(row["updated"])))
         current = "*" if row["current"] else " "
         ui.out(f"{current} {row['id']:<40} {row['engine']:<8} {row['state']:<9} "
-               f"{age:>6}  {row['project']}")
+               f"{age:>6}  {ui.quote(str(row['project']))}")
     for error in errors:
         ui.err(f"workspace: warning: {error}")
     return 0

@@ -64,7 +64,7 @@ def render(session: Session, found: list[Change], *, expand: bool, short: bool,
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])
     if short:
         return status_view.short_form(groups, git, project)
-    out = [f"session {ui.paint(session.id, 'bold')} ({session.engine}) in {session.project}"]
+    out = [f"session {ui.paint(session.id, 'bold')} ({session.engine}) in {ui.quote(session.project)}"]
     out.extend(ui.paint(f"  note: {note}", "dim") for note in session.notes)
     if not found:
         return [*out, "nothing pending: the sandbox holds no changes"]

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from manager import longpath
 from manager.changes.model import Change
 from manager.changes.model import Layer
+from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.commit import journal
@@ -35,6 +37,7 @@ from manager.commit.plan import same_entry
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import lstat_at
 from manager.commit.safefs import proc_path
+from manager.commit.safefs import rel_parts
 from manager.commit.safefs import remove_at
 from manager.commit.safefs import walk_stats
 from manager.commit.steps import Executor
@@ -233,7 +236,7 @@ def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
 
 def _size(path: Path) -> int:
     try:
-        st = os.lstat(path)
+        st = longpath.lstat(str(path))
     except OSError:
         return 0
     return st.st_size if stat.S_ISREG(st.st_mode) else 0
@@ -252,9 +255,12 @@ def _empty_dir(root: Path) -> None:
 
 
 def _topmost(uppers: Iterable[Path]) -> list[Path]:
-    chosen = {str(u) for u in uppers}
-    top = [u for u in chosen if not any(a in chosen for a in _ancestors(u, set()))]
-    return sorted((Path(u) for u in top), key=lambda p: p.parts)
+    # In path order a directory's entries follow it: one look back, not up every ancestor.
+    top: list[str] = []
+    for upper in sorted({str(u) for u in uppers}, key=lambda t: t.replace("/", "\0")):
+        if not top or not is_within(upper, top[-1]):
+            top.append(upper)
+    return [Path(u) for u in top]
 
 
 def _remove_uppers(layers: Sequence[Layer], uppers: list[Path]) -> None:
@@ -270,9 +276,10 @@ def _remove_uppers(layers: Sequence[Layer], uppers: list[Path]) -> None:
 
 
 def _locate(layers: Sequence[Layer], upper: Path) -> tuple[int, tuple[str, ...]]:
+    text = str(upper)
     for index, layer in enumerate(layers):
-        if layer.upper in upper.parents:
-            return index, upper.relative_to(layer.upper).parts
+        if is_within(text, layer.upper) and text != str(layer.upper):
+            return index, rel_parts(layer.upper, text)
     raise ValueError(f"{upper} is in no layer")
 
 
@@ -293,14 +300,19 @@ def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path], gone: Iterab
     roots = {str(layer.upper) for layer in layers}
     keep = set(pending)
     for upper in pending:
-        keep.update(_ancestors(upper, roots))
-    doomed = {d for u in gone_set for d in (u, *_ancestors(u, roots)) if d not in keep}
+        keep.update(_ancestors(upper, roots, keep))
+    doomed: set[str] = set()
+    for upper in gone_set:
+        if upper not in keep:
+            doomed.add(upper)
+        doomed.update(d for d in _ancestors(upper, roots, doomed) if d not in keep)
     _remove_uppers(layers, _topmost(Path(d) for d in doomed))
 
 
-def _ancestors(path: str, roots: set[str]) -> Iterator[str]:
-    """The directories above ``path``, up to (not including) its layer's root."""
+def _ancestors(path: str, roots: set[str], known: set[str]) -> Iterator[str]:
+    """The directories above ``path``, up to (not including) its layer's root or the
+    first one in ``known`` (whose own ancestors are known too: each is climbed once)."""
     parent = os.path.dirname(path)
-    while parent not in roots and parent != os.path.dirname(parent):
+    while parent not in roots and parent not in known and parent != os.path.dirname(parent):
         yield parent
         parent = os.path.dirname(parent)

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 
@@ -21,17 +22,41 @@ class Excluder:
     absolute: tuple[re.Pattern[str], ...]
     relative: tuple[re.Pattern[str], ...]
 
-    def __call__(self, path: Path) -> bool:
+    # Verdicts by path: a change's ancestors are mostly other changes' (a chain of 3,000
+    # new directories would otherwise match 3,000 ancestors each).
+    seen: dict[str, bool] = field(default_factory=dict, compare=False)
+
+    def __call__(self, path: Path | str) -> bool:
         """True when ``path`` or one of its ancestors matches a pattern."""
         if not self.absolute and not self.relative:
             return False
-        candidates = [path, *path.parents]
-        if any(rx.fullmatch(str(p)) for rx in self.absolute for p in candidates):
+        text = str(path)
+        climbed = []
+        verdict = False
+        while text not in self.seen:
+            climbed.append(text)
+            if self._matches(text):
+                verdict = True
+                break
+            parent = os.path.dirname(text)
+            if parent == text:
+                break
+            text = parent
+        else:
+            verdict = self.seen[text]
+        for done in climbed:
+            self.seen[done] = verdict
+        return verdict
+
+    def _matches(self, text: str) -> bool:
+        """``text`` itself (not its ancestors) matches a pattern."""
+        if any(rx.fullmatch(text) for rx in self.absolute):
             return True
-        if path != self.project and self.project not in path.parents:
+        top = str(self.project)
+        if not text.startswith(top + "/"):
             return False
-        rel = path.relative_to(self.project)
-        return any(rx.fullmatch(str(p)) for rx in self.relative for p in [rel, *rel.parents][:-1])
+        rel = text[len(top) + 1:]
+        return any(rx.fullmatch(rel) for rx in self.relative)
 
 
 def compile_patterns(patterns: Iterable[str], project: Path) -> Excluder:

@@ -140,16 +140,20 @@ def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
 
 def with_parents(selected: list[Change], all_changes: list[Change]) -> list[Change]:
     """``selected`` plus the added or replaced parent directories they cannot exist without."""
-    wanted = {c.path: c for c in selected}
+    wanted = {c.real_path: c for c in selected}
     if len(wanted) == len(all_changes):
         return list(all_changes)  # everything: no parent can be missing
-    by_path = {c.path: c for c in all_changes}
+    by_path = {c.real_path: c for c in all_changes}
+    climbed: set[str] = set()   # strings, each ancestor once: a tree may be 3,000 deep
     for change in selected:
-        for parent in change.path.parents:
+        parent = os.path.dirname(change.real_path)
+        while parent not in climbed and parent != os.path.dirname(parent):
+            climbed.add(parent)
             found = by_path.get(parent)
             if found is not None and _creates_dir(found):
                 wanted.setdefault(parent, found)
-    return sorted(wanted.values(), key=lambda c: c.path.parts)
+            parent = os.path.dirname(parent)
+    return sorted(wanted.values(), key=lambda c: c.real_path.replace("/", "\0"))
 
 
 def _creates_dir(change: Change) -> bool:

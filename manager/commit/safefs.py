@@ -15,8 +15,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from manager import longpath
 from manager.changes.meta import OVERLAY_XATTR_PREFIXES
 from manager.changes.meta import content_xattrs
+from manager.longpath import remove_tree_at
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -29,13 +31,19 @@ class UnsafePath(OSError):
 class DirChain:
     """Directory descriptors below one root, opened without following symlinks.
 
-    Callers visit paths in sorted order, so the open descriptors form a stack
-    (the ancestors of the current path) and at most ``depth`` stay open.
+    Callers visit paths in sorted order, so the directories form a stack (the
+    ancestors of the current path). A tree may be thousands of levels deep (more than
+    a process may hold descriptors): the last ``NEAR`` levels and every ``EVERY``th
+    keep theirs; a level whose descriptor was closed is opened again from the nearest
+    one above it, one component at a time, when the walk comes back to it.
     """
+
+    NEAR = 16
+    EVERY = 32
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._stack: list[tuple[tuple[str, ...], int]] = []
+        self._stack: list[tuple[tuple[str, ...], int | None]] = []
 
     def __enter__(self) -> DirChain:
         return self
@@ -45,21 +53,40 @@ class DirChain:
 
     def fd(self, parts: tuple[str, ...]) -> int:
         """A descriptor for ``root/parts``; raises :class:`UnsafePath` at a symlink."""
-        while self._stack and self._stack[-1][0] != parts[: len(self._stack[-1][0])]:
-            os.close(self._stack.pop()[1])
-        if not self._stack:
+        stack = self._stack
+        while stack and stack[-1][0] != parts[: len(stack[-1][0])]:
+            self._pop()
+        if not stack:
             root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            self._stack.append(((), root_fd))
-        while len(self._stack[-1][0]) < len(parts):
-            done, parent = self._stack[-1]
+            stack.append(((), root_fd))
+        while stack[-1][1] is None:       # closed to save descriptors: opened below again
+            self._pop()
+        while len(stack[-1][0]) < len(parts):
+            done, parent = stack[-1]
+            assert parent is not None
             name = parts[len(done)]
-            self._stack.append((done + (name,), open_dir_at(parent, name, self.root / Path(*done))))
-        return self._stack[-1][1]
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            except OSError:
+                fd = open_dir_at(parent, name, self.root / Path(*done))  # raises, says where
+            stack.append((done + (name,), fd))
+            far = len(stack) - 1 - self.NEAR
+            if far > 0 and far % self.EVERY and stack[far][1] is not None:
+                os.close(stack[far][1])  # type: ignore[arg-type]
+                stack[far] = (stack[far][0], None)
+        fd_top = stack[-1][1]
+        assert fd_top is not None
+        return fd_top
+
+    def _pop(self) -> None:
+        fd = self._stack.pop()[1]
+        if fd is not None:
+            os.close(fd)
 
     def forget(self, parts: tuple[str, ...]) -> None:
         """Close descriptors at or below ``parts`` (it was replaced or removed)."""
         while self._stack and self._stack[-1][0][: len(parts)] == parts:
-            os.close(self._stack.pop()[1])
+            self._pop()
 
 
 def rel_parts(root: Path | str, path: str) -> tuple[str, ...]:
@@ -97,46 +124,38 @@ def remove_at(dir_fd: int, name: str) -> None:
     try:
         os.unlink(name, dir_fd=dir_fd)
     except IsADirectoryError:
-        _rmtree_at(dir_fd, name)
+        remove_tree_at(dir_fd, name)
     except PermissionError:
         st = lstat_at(dir_fd, name)
         if st is None or not stat.S_ISDIR(st.st_mode):
             raise
-        _rmtree_at(dir_fd, name)
-
-
-def _rmtree_at(parent_fd: int, name: str) -> None:
-    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-    try:
-        _make_writable(fd)
-        for child in os.listdir(fd):
-            remove_at(fd, child)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
-
-
-def _make_writable(fd: int) -> None:
-    # Copied-up or agent-made directories may be read-only; their contents can still go.
-    mode = os.fstat(fd).st_mode
-    if mode & 0o700 != 0o700:
-        os.fchmod(fd, stat.S_IMODE(mode) | 0o700)
+        remove_tree_at(dir_fd, name)
 
 
 def walk_stats(dir_fd: int, name: str) -> Iterator[os.stat_result]:
-    """The lstat of ``name`` and, for a directory, of everything below it."""
+    """The lstat of ``name`` and, for a directory, of everything below it (a loop over
+    "/proc/self/fd" names of open directories: any depth, one descriptor per level
+    only while its entries are read)."""
     st = lstat_at(dir_fd, name)
     if st is None:
         return
     yield st
     if not stat.S_ISDIR(st.st_mode):
         return
-    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-    try:
-        for child in os.listdir(fd):
-            yield from walk_stats(fd, child)
-    finally:
-        os.close(fd)
+    todo = [proc_path(dir_fd, name)]
+    while todo:
+        top = todo.pop()
+        fd = longpath.open_path(top, DIR_FLAGS)
+        try:
+            for child in os.listdir(fd):
+                found = lstat_at(fd, child)
+                if found is None:
+                    continue
+                yield found
+                if stat.S_ISDIR(found.st_mode):
+                    todo.append(top + "/" + child)
+        finally:
+            os.close(fd)
 
 
 def overlay_xattrs(dir_fd: int, name: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -315,15 +314,11 @@ def resolve_inside(pid: int, cwd: str) -> str | None:
 
 def remove_tree(path: Path) -> None:
     """``rm -rf``, also of what overlayfs leaves unreadable (its work dirs are mode 0000)."""
+    from manager.fsutil import remove_tree as remove
+
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:  # before os.walk descends into them
-            target = os.path.join(dirpath, name)
-            if not os.path.islink(target):
-                with contextlib.suppress(OSError):
-                    os.chmod(target, 0o700)
-    shutil.rmtree(path)
+    remove(path)
 
 
 def _read_line(proc: subprocess.Popen[bytes]) -> str:

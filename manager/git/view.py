@@ -213,45 +213,55 @@ def _parse_packed(path: Path) -> dict[str, str]:
 
 
 def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
-    """Loose ref files below ``directory`` (whiteouts skipped; symbolic refs as "ref: X")."""
+    """Loose ref files below ``directory`` (whiteouts skipped; symbolic refs as "ref: X"); a
+    loop, not recursion: the sandbox may have made refs/heads/a/a/a/... thousands deep."""
     refs: dict[str, str] = {}
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return refs
-    for name in names:
-        path = directory / name
+    todo = [(directory, prefix)]
+    while todo:
+        directory, prefix = todo.pop()
         try:
-            st = os.lstat(path)
+            names = os.listdir(directory)
         except OSError:
             continue
-        if stat.S_ISDIR(st.st_mode):
-            refs.update(_loose_refs(path, f"{prefix}/{name}"))
-        elif stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
-            value = path.read_text(errors="replace").strip()
-            if value.startswith("ref:"):
-                refs[f"{prefix}/{name}"] = SYMBOLIC + value[4:].strip()
-            elif len(value) >= 40:
-                refs[f"{prefix}/{name}"] = value
+        for name in names:
+            path = directory / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                todo.append((path, f"{prefix}/{name}"))
+            elif stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
+                value = path.read_text(errors="replace").strip()
+                if value.startswith("ref:"):
+                    refs[f"{prefix}/{name}"] = SYMBOLIC + value[4:].strip()
+                elif len(value) >= 40:
+                    refs[f"{prefix}/{name}"] = value
     return refs
 
 
 def _hidden_refs(upper_dir: Path, prefix: str, real_loose: dict[str, str]) -> set[str]:
     """Real loose refs the sandbox deleted (whiteouts) or hid (opaque directories)."""
     hidden: set[str] = set()
-    try:
-        names = os.listdir(upper_dir)
-    except OSError:
-        return hidden
-    for name in names:
-        path, ref = upper_dir / name, f"{prefix}/{name}"
-        st = os.lstat(path)
-        if is_whiteout(path, st) or stat.S_ISREG(st.st_mode):
-            hidden.update(r for r in real_loose if r == ref or r.startswith(ref + "/"))
-        elif stat.S_ISDIR(st.st_mode):
-            if is_opaque(path):
-                hidden.update(r for r in real_loose if r.startswith(ref + "/"))
-            hidden |= _hidden_refs(path, ref, real_loose)
+    todo = [(upper_dir, prefix)]
+    while todo:                      # a loop: see _loose_refs
+        upper_dir, prefix = todo.pop()
+        try:
+            names = os.listdir(upper_dir)
+        except OSError:
+            continue
+        for name in names:
+            path, ref = upper_dir / name, f"{prefix}/{name}"
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if is_whiteout(path, st) or stat.S_ISREG(st.st_mode):
+                hidden.update(r for r in real_loose if r == ref or r.startswith(ref + "/"))
+            elif stat.S_ISDIR(st.st_mode):
+                if is_opaque(path):
+                    hidden.update(r for r in real_loose if r.startswith(ref + "/"))
+                todo.append((path, ref))
     return hidden
 
 
@@ -262,7 +272,8 @@ def _describe(git: Git, ref: str, old: str | None, new: str | None) -> RefChange
     try:
         text = git.run("log", "--no-show-signature", f"--max-count={MAX_COMMITS + 1}",
                        "--format=%h%x00%s", new, *exclude).stdout.decode(errors="replace")
-        commits = [Commit(*line.split("\0", 1)) for line in text.splitlines() if "\0" in line]
+        # Split at "\n" only: a subject may hold a "\r" (shown escaped, not cut there).
+        commits = [Commit(*line.split("\0", 1)) for line in text.split("\n") if "\0" in line]
         count = int(git.out("rev-list", "--count", new, *exclude)) if len(commits) > MAX_COMMITS \
             else len(commits)
         forward = old is None or git.run("merge-base", "--is-ancestor", old, new,

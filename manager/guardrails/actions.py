@@ -193,7 +193,9 @@ def _decide(target: Target, state: Blocks | Budget, report: Report, active: bool
 
 
 def block_reason(report: Report, top: int) -> str:
-    names = ", ".join(f"{f.path} ({budget.format_count(f.cost)})" for f in report.biggest(top))
+    from manager.ui import quote
+
+    names = ", ".join(f"{quote(f.path)} ({budget.format_count(f.cost)})" for f in report.biggest(top))
     return (f"Diff budget exceeded: {report.figure()} since the last review "
             f"(limit {report.limit}). Biggest files: {names}. Stop here and ask the user to "
             "review the changes (`workspace status`, `workspace diff`, `git diff`); "

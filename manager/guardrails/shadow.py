@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from manager import longpath
 from manager import versioning
 from manager.changes.model import Change
 from manager.changes.model import EntryType
@@ -274,7 +275,7 @@ def _overlay_key(shadow: Shadow, worktree: str, overlay: list[Change]) -> str | 
             digest.update(str(os.stat(path).st_mtime_ns).encode())
     for change in overlay:
         try:
-            st = os.lstat(change.upper)
+            st = longpath.lstat(change.upper_path)
         except OSError:
             return None
         if _racy(st, now):
@@ -379,7 +380,7 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
     plan = _Plan([], [])
     nested = _nested_repos(root, changes)
     for change in changes:
-        rel = _relative(root, change.path)
+        rel = _relative(root, change.real_path)
         if rel is None or _inside(rel, nested):
             continue
         if change.kind is Kind.DELETED or change.kind is Kind.REPLACED or change.opaque:
@@ -387,18 +388,21 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
         if change.kind is Kind.DELETED:
             continue
         if change.new_type is EntryType.FILE:
-            mode = "100755" if os.lstat(change.upper).st_mode & stat.S_IXUSR else "100644"
+            mode = "100755" if longpath.lstat(change.upper_path).st_mode & stat.S_IXUSR \
+                else "100644"
             plan.files.append((mode, change.upper, rel))
         elif change.new_type is EntryType.SYMLINK:
             plan.files.append(("120000", change.upper, rel))
     return plan
 
 
-def _relative(root: Path, path: Path) -> bytes | None:
-    if path == root or root not in path.parents:
+def _relative(root: Path, path: str) -> bytes | None:
+    # Strings: a change may be 3,000 directories deep (Path.parents is quadratic there).
+    top = str(root).rstrip("/") + "/"
+    if not path.startswith(top):
         return None
-    rel = path.relative_to(root)
-    if ".git" in rel.parts:
+    rel = path[len(top):].rstrip("/")
+    if not rel or ".git" in rel.split("/"):
         return None
     return os.fsencode(rel)
 
@@ -406,17 +410,18 @@ def _relative(root: Path, path: Path) -> bytes | None:
 def _nested_repos(root: Path, changes: list[Change]) -> set[bytes]:
     """Directories holding a repository of their own (submodules): one change each, via add -A."""
     found: set[bytes] = set()
-    seen: set[Path] = set()
+    seen: set[str] = set()     # each directory looked at once, however deep the tree
+    top = str(root).rstrip("/") + "/"
     for change in changes:
-        if change.path.name == ".git" and change.path.parent != root:
-            found.add(os.fsencode(change.path.parent.relative_to(root)))
-        for parent in change.path.parents:
-            if parent == root or root not in parent.parents:
-                break
-            if parent not in seen:
-                seen.add(parent)
-                if os.path.lexists(parent / ".git"):
-                    found.add(os.fsencode(parent.relative_to(root)))
+        parent = os.path.dirname(change.real_path)
+        if os.path.basename(change.real_path) == ".git" and parent.startswith(top):
+            found.add(os.fsencode(parent[len(top):]))
+        while parent.startswith(top) and parent not in seen:
+            seen.add(parent)
+            with longpath.reach(parent + "/.git") as git_dir:
+                if os.path.lexists(git_dir):
+                    found.add(os.fsencode(parent[len(top):]))
+            parent = os.path.dirname(parent)
     return found
 
 
@@ -431,9 +436,12 @@ def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[
     sources: list[Path] = []
     try:
         for mode, upper, _ in files:
-            if mode == "120000" or b"\n" in os.fsencode(upper):
+            raw = os.fsencode(upper)
+            if mode == "120000" or b"\n" in raw or len(raw) >= longpath.SHORT:
                 tmp = shadow.tmp / f"blob.{os.getpid()}.{len(made)}"
-                data = os.fsencode(os.readlink(upper)) if mode == "120000" else upper.read_bytes()
+                with longpath.reach(str(upper)) as name:
+                    data = os.fsencode(os.readlink(name)) if mode == "120000" \
+                        else Path(name).read_bytes()
                 tmp.write_bytes(data)
                 made.append(tmp)
                 sources.append(tmp)

@@ -41,8 +41,8 @@ def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], 
                          "(objects, logs, index): workspace status shows what they mean")
         for label, entries in groups.ignored.items():
             files = sum(e.files for e in entries)
-            notes.append(f"{label}: {ui.count(files, 'ignored file')} not shown "
-                         f"(workspace diff {label})")
+            notes.append(f"{ui.quote(label)}: {ui.count(files, 'ignored file')} not shown "
+                         f"(workspace diff {ui.quote(label)})")
     for entries in groups.elsewhere.values():
         for entry in entries:
             if entry.change.below is None:
@@ -55,8 +55,8 @@ def reviewed(groups: Groups, git: GitView, expand: bool) -> tuple[list[Change], 
 
 
 def _new_dir_note(change: Change, files: int) -> str:
-    return (f"{change.path}/: new directory, {files:,} files not shown "
-            f"(workspace diff {change.path})")
+    return (f"{ui.quote(change.real_path + '/')}: new directory, {files:,} files not shown "
+            f"(workspace diff {ui.quote(change.real_path)})")
 
 
 def stat_lines(changes: list[Change], project: Path) -> list[str]:

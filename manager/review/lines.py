@@ -58,8 +58,18 @@ def count_new_tree(top: str) -> Count:
     return Count(added, 0)
 
 
-def _lines(path: str) -> list[bytes] | None:
+def _lines(long: str) -> list[bytes] | None:
     """The file's lines; [] for no file or a directory; None when binary or too large."""
+    from manager import longpath
+
+    try:
+        with longpath.reach(long) as path:
+            return _read_lines(path)
+    except OSError:
+        return []
+
+
+def _read_lines(path: str) -> list[bytes] | None:
     try:
         st = os.lstat(path)
     except OSError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from manager import ui
 from manager.changes import hunks as hunks_mod
 from manager.changes.display import display_path
 from manager.changes.hunks import Hunk
@@ -133,7 +134,7 @@ def _choose_hunks(plan: FilePlan, project: Path, ask: Ask, say: Callable[[str], 
     index = 0
     while index < len(queue):
         hunk = queue[index]
-        say("\n".join(hunk.lines(old_lines)))
+        say("\n".join(ui.shown(line) for line in hunk.lines(old_lines)))
         options = "y,n,q,a,d" + (",s" if hunk.splittable else "") + ",e,?"
         answer = ask(f"({index + 1}/{len(queue)}) Commit this hunk [{options}]? ")
         if answer in ("y", "n"):
@@ -178,8 +179,7 @@ def _edit(hunk: Hunk, old_lines: list[bytes], say: Callable[[str], None]) -> Hun
 
 
 def terminal_ask(prompt: str) -> str:
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
+    ui.ask(prompt)
     line = sys.stdin.readline()
     if not line:
         raise Quit

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from manager import longpath
 from manager import ui
 from manager.changes import meta
 from manager.changes.display import display_path
@@ -86,7 +86,7 @@ def long_form(groups: Groups, git: GitView, project: Path, paint: Paint,
                 out.extend(_entry_line(e, project, paint) for e in entries)
             else:
                 files = sum(e.files for e in entries)
-                out.append(paint(f"  {label} ({ui.count(files, 'file')})", "dim"))
+                out.append(paint(f"  {ui.quote(label)} ({ui.count(files, 'file')})", "dim"))
         out.append("")
     if groups.elsewhere:
         out.append(f"Changes elsewhere on the system ({ui.count(groups.elsewhere_files, 'file')}):")
@@ -95,7 +95,7 @@ def long_form(groups: Groups, git: GitView, project: Path, paint: Paint,
                 out.extend(_entry_line(e, project, paint) for e in entries)
             else:
                 files = sum(e.files for e in entries)
-                out.append(f"  {label}/ ({ui.count(files, 'file')} in "
+                out.append(f"  {ui.quote(label + '/')} ({ui.count(files, 'file')} in "
                            f"{ui.count(len(entries), 'entry', 'entries')})")
         out.append("")
     return out
@@ -105,7 +105,7 @@ def short_form(groups: Groups, git: GitView, project: Path) -> list[str]:
     out = [f"{SHORT[e.change.kind]}  {_label(e, project)}" for e in groups.project]
     out.extend(f"G  {_ref_text(r)}" for r in git.refs)
     out.extend(f"!  {display_path(c, project)} (security-relevant)" for c in git.flagged)
-    out.extend(f"!! {label}" for label in groups.ignored)
+    out.extend(f"!! {ui.quote(label)}" for label in groups.ignored)
     for entries in groups.elsewhere.values():
         out.extend(f"{SHORT[e.change.kind]}  {_label(e, project)}" for e in entries)
     return out
@@ -120,19 +120,19 @@ def git_lines(git: GitView, paint: Paint, expand: bool) -> list[str]:
         out.append("  " + _ref_text(ref))
         if ref.kind == "tag" or all(c.short in shown for c in ref.commits):
             continue
-        out.extend(paint(f"      {c.short} {c.subject}", "dim") for c in ref.commits)
+        out.extend(paint(f"      {c.short} {ui.shown(c.subject)}", "dim") for c in ref.commits)
         shown.update(c.short for c in ref.commits)
         if ref.more:
             out.append(paint(f"      ... and {ref.more} more", "dim"))
     if git.head:
-        out.append(f"  HEAD: now {git.head[1]} (was {git.head[0]})")
+        out.append(f"  HEAD: now {ui.shown(git.head[1])} (was {ui.shown(git.head[0])})")
     if git.stash_added:
         out.append(f"  stash: {ui.count(git.stash_added, 'new entry', 'new entries')}")
     for change in git.flagged:
-        out.append(paint(f"  security-relevant: {change.kind.value} {change.path.name}"
-                         f" ({change.path})", "red"))
+        out.append(paint(f"  security-relevant: {change.kind.value} {ui.quote(change.path.name)}"
+                         f" ({ui.quote(change.real_path)})", "red"))
     if git.hidden and expand:
-        out.extend(f"  {c.kind.value + ':':10} {c.path}" for c in git.hidden)
+        out.extend(f"  {c.kind.value + ':':10} {ui.quote(c.real_path)}" for c in git.hidden)
     elif git.hidden and not (git.refs or git.head or git.stash_added):
         out.append(paint(f"  {ui.count(len(git.hidden), 'internal file')} changed "
                          "(objects, logs, index: --all lists them)", "dim"))
@@ -146,7 +146,7 @@ def _ref_order(ref: RefChange) -> tuple[int, str]:
 
 
 def _ref_text(ref: RefChange) -> str:
-    name = ref.short_name
+    name = ui.quote(ref.short_name)
     if ref.kind == "stash":
         return "stash changed"
     if ref.symbolic:
@@ -210,7 +210,7 @@ def _type_note(change: Change) -> str:
     if change.new_type is not EntryType.OTHER:
         return ""
     try:
-        name = meta.type_name(os.lstat(change.upper).st_mode)
+        name = meta.type_name(longpath.lstat(change.upper_path).st_mode)
     except OSError:
         return ""
     return f"  [{name}]" if name else ""

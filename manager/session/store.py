@@ -11,7 +11,6 @@ Layout::
 from __future__ import annotations
 
 import importlib
-import os
 import time
 from pathlib import Path
 
@@ -151,22 +150,12 @@ def list_sessions() -> tuple[list[Session], list[StateError]]:
 
 def remove(session: Session) -> None:
     """Delete a session directory; callers make sure nothing holds it."""
-    import shutil
+    from manager.fsutil import remove_tree
 
-    _make_writable(session.dir)
-    shutil.rmtree(session.dir)
+    remove_tree(session.dir)   # any depth; read-only directories opened up on the way
     pointer = _pointer_path(session.project_path)
     if current_id(session.project_path) == session.id:
         pointer.unlink(missing_ok=True)
-
-
-def _make_writable(root: Path) -> None:
-    # Sandboxes may hold read-only directories (copied-up modes) that rmtree cannot enter.
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o700)
 
 
 def _pointer_path(project: Path) -> Path:

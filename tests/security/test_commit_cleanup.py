@@ -31,20 +31,22 @@ commit_engine = commit_support.commit_engine
 
 # Commit (through the CLI, or apply.commit on a hand-made tree), dying at the Nth removal
 # of the cleanup: removing used upper entries (steps), tidying the upper dirs (apply), and
-# inside that tidying's recursive removal (safefs).
+# inside that tidying's removal of whole trees (longpath.remove_entry: one call per entry).
 KILLER = """
 import os, signal, sys
 from pathlib import Path
+from manager import longpath
 from manager.commit import apply, safefs, steps
 after = int(sys.argv[1])
 calls = []
 def dying(real):
-    def remove_at(fd, name):
+    def remove_at(fd, name, **more):
         calls.append(name)
         if len(calls) > after:
             os.kill(os.getpid(), signal.SIGKILL)
-        real(fd, name)
+        real(fd, name, **more)
     return remove_at
+longpath.remove_entry = dying(longpath.remove_entry)
 safefs.remove_at = dying(safefs.remove_at)
 apply.remove_at = dying(apply.remove_at)
 steps.remove_at = dying(steps.remove_at)
