@@ -105,16 +105,17 @@ def _overlay_works() -> str | None:
     return OverlayEngine(config.load(None)).health_check()
 
 
-def test_auto_falls_back_and_records_why(ws, project: Path, tmp_path: Path):
+def test_auto_chooses_overlay_before_any_try(ws, project: Path, tmp_path: Path):
+    """try is not a security boundary: where the overlay engine works, auto never gets to
+    try, whatever try is installed (a broken one here: it is not even looked at)."""
     if reason := _overlay_works():
-        pytest.skip(f"the overlay engine (the fallback) cannot run here: {reason}")
+        pytest.skip(f"the overlay engine cannot run here: {reason}")
     script = _fake_try(tmp_path, "Usage: try [-x] CMD\n")
     _user_config(tmp_path, f"try:\n  path: {script}\n")   # a project file needs trust
     ws("run", "--", "true", check=True)
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
-    assert session["engine"] == "overlay"
-    assert any("try:" in n and "neither -N DIR nor -D DIR" in n for n in session["notes"])
-    assert "neither -N DIR" in ws("status", check=True).stdout
+    assert (session["engine"], session["engine_source"]) == ("overlay", "auto (default)")
+    assert not any("try:" in n for n in session["notes"])
 
 
 def test_try_failing_before_the_command_is_reported_with_its_output(ws, project: Path,
