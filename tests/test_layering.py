@@ -26,19 +26,21 @@ MAY_IMPORT: dict[str, set[str]] = {
     "record": set(),                                  # dataclass-like values without dataclasses
     "fastjson": set(),                                # json for the hook path without `re`
     "versioning": {"errors", "fastjson", "fsutil", "__init__"},   # record formats (the hook reads it)
-    "fsutil": {"errors"},
+    "fsutil": {"errors", "longpath"},
+    "longpath": set(),                                # paths of any length, trees of any depth
+    "sparse": set(),                                  # copies that keep holes
     "ui": {"errors"},
-    "changes": {"errors", "record"},
+    "changes": {"errors", "longpath", "record", "sparse", "ui"},   # ui: names shown escaped
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
-    "commit": {"changes", "errors", "fsutil", "git", "record", "versioning"},
+    "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
     "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry"},
     "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "record", "versioning"},
     "engines": {"changes", "commit", "config", "errors", "fastjson", "fsutil", "record", "session"},
-    "guardrails": {"changes", "config", "engines", "errors", "fsutil", "git", "session",
-                   "versioning"},
+    "guardrails": {"changes", "config", "engines", "errors", "fsutil", "git", "longpath", "session",
+                   "ui", "versioning"},
     "claude": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "guardrails", "session",
-               "versioning"},
-    "review": {"changes", "git", "record", "ui"},
+               "ui", "versioning"},
+    "review": {"changes", "git", "longpath", "record", "ui"},
     "commands": {"changes", "claude", "commit", "config", "engines", "errors", "git", "guardrails",
                  "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},

@@ -363,15 +363,16 @@ def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
     except (OSError, ValueError):
         scaffold = []
     mine = [upper, *(Path(str(upper) + p) for p in scaffold)]
+    walk = _watch_module().walk   # a loop: the sandbox's tree may be thousands deep
     for top in (sandbox / "workdir", *([sandbox / "skeleton"] if skeleton else [])):
-        for dirpath, dirnames, filenames in os.walk(top):
+        for dirpath, dirnames, filenames in walk(str(top)):
             mine.append(Path(dirpath))
             mine.extend(Path(dirpath, n) for n in (*dirnames, *filenames)
                         if not os.path.isdir(os.path.join(dirpath, n)))
     for path in mine:
         with contextlib.suppress(OSError):
             os.lchown(path, uid, gid)
-    for dirpath, _, filenames in os.walk(upper):   # whiteouts: overlayfs's own, as its mounter
+    for dirpath, _, filenames in walk(str(upper)):   # whiteouts: overlayfs's own, as its mounter
         for name in filenames:
             entry = os.path.join(dirpath, name)
             with contextlib.suppress(OSError):
@@ -720,11 +721,16 @@ def _own_directory() -> None:
         sys.path.insert(0, here)
 
 
-def _watch_class() -> type[Watch]:
+def _watch_module() -> ModuleType:
     _own_directory()
     import overlay_watch  # type: ignore[import-not-found,unused-ignore]
 
-    cls: type[Watch] = overlay_watch.Watch
+    module: ModuleType = overlay_watch
+    return module
+
+
+def _watch_class() -> type[Watch]:
+    cls: type[Watch] = _watch_module().Watch
     return cls
 
 

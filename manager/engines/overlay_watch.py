@@ -16,6 +16,7 @@ import ctypes
 import os
 import stat
 import struct
+from collections.abc import Iterator
 
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
@@ -57,7 +58,7 @@ class Watch:
     def add_tree(self) -> None:
         """Watch the root and the directories below it (the holder retires on the first
         change, so directories made later need no watch of their own)."""
-        for dirpath, dirnames, _ in os.walk(self.root):
+        for dirpath, dirnames, _ in walk(self.root):
             if not self._add(dirpath):
                 dirnames[:] = []
                 continue
@@ -172,3 +173,20 @@ class LevelWatch:
                 if mask & IN_ISDIR and not mask & NAME_CHANGES:
                     continue   # a subdirectory's own attributes: its overlay shows them live
                 changed.setdefault(directory, set()).add(os.fsdecode(name))
+
+
+def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top)`` (top-down; prune by editing the directory names) as a loop: Python
+    3.11's recurses, and a tree thousands deep (an agent's, committed) raised RecursionError
+    in the holder. Symlinks are not followed; an unreadable directory is skipped."""
+    todo = [top]
+    while todo:
+        path = todo.pop()
+        try:
+            with os.scandir(path) as found:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in found]
+        except OSError:
+            continue
+        dirnames = [name for name, is_dir in entries if is_dir]
+        yield path, dirnames, [name for name, is_dir in entries if not is_dir]
+        todo.extend(os.path.join(path, name) for name in reversed(dirnames))

@@ -50,11 +50,24 @@ def count(change: Change) -> Count:
 
 
 def count_new_tree(top: str) -> Count:
-    """Lines of every text file below the new directory ``top``: all added."""
-    added = 0
-    for dirpath, _, filenames in os.walk(top):
-        for name in filenames:
-            added += len(_lines(os.path.join(dirpath, name)) or [])
+    """Lines of every text file below the new directory ``top``: all added. A loop (os.walk
+    recurses), listing through names of any length: the agent may nest thousands deep."""
+    from manager import longpath
+
+    added, todo = 0, [top]
+    while todo:
+        directory = todo.pop()
+        try:
+            with longpath.reach(directory) as reachable, os.scandir(reachable) as entries:
+                found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        except OSError:
+            continue
+        for name, is_dir in found:
+            path = os.path.join(directory, name)
+            if is_dir:
+                todo.append(path)
+            else:
+                added += len(_lines(path) or [])
     return Count(added, 0)
 
 

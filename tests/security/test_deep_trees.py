@@ -105,3 +105,15 @@ def test_stop_hook_with_a_deep_chain_pending(claude: Claude, project: Path, tmp_
     assert "failed" not in json.dumps(said) and "skipped" not in json.dumps(said), said
     resumed = json.loads(claude.start("resume").stdout)
     assert "d/" in resumed["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_committed_chain_does_not_stop_the_next_sandbox(overlay_engine, ws, project: Path):
+    """Committed, the chain is in the real project, which the next holder watches and, at
+    its end, hands back: both walk it (os.walk recursed and the holder died)."""
+    _make_chain(ws)
+    ws("commit", check=True, timeout=300)
+    ws("discard", "--yes", check=True)
+    ws("run", "--new", "--", "true", check=True, timeout=300)   # a fresh holder, the real chain
+    made = ws("run", "--", "sh", "-c", "echo more > more.txt && cat more.txt", check=True)
+    assert made.stdout == "more\n"
+    assert _pending(ws) == [str(project / "more.txt")]
