@@ -183,36 +183,26 @@ def image_reference(ref: str) -> bool:
 
 
 def _operands(args: list[str]) -> list[str]:
-    """The words that are not options or option values (as _options_ok reads them)."""
-    found, i = [], 0
+    """The words that are not options or option values (as _options_ok reads them); after
+    ``--`` every word is one."""
+    found: list[str] = []
+    i = 0
     while i < len(args):
         arg = args[i]
-        if arg.startswith("--") and "=" not in arg and arg in CTR_VALUES:
-            i += 2
-            continue
-        if len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS:
-            i += 2
-            continue
+        if arg == "--":
+            return found + args[i + 1:]
+        takes_value = (arg.startswith("--") and "=" not in arg and arg in CTR_VALUES) or (
+            len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
         if not arg.startswith("-") or arg == "-":
             found.append(arg)
-        i += 1
+        i += 2 if takes_value else 1
     return found
 
 
 def _image_operand_ok(args: list[str]) -> bool:
     """``run``/``create``: the image (the first operand) is a registry reference or an id."""
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            return i + 1 < len(args) and image_reference(args[i + 1])
-        if not arg.startswith("-") or arg == "-":
-            return image_reference(arg)
-        name = arg.split("=", 1)[0]
-        takes_value = (arg.startswith("--") and name in CTR_VALUES and "=" not in arg) or (
-            len(arg) == 2 and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
-        i += 2 if takes_value else 1
-    return False
+    operands = _operands(args)
+    return bool(operands) and image_reference(operands[0])
 
 
 def _run_options_ok(args: list[str]) -> bool:

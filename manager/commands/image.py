@@ -65,9 +65,10 @@ def _default_engines(project: str | None) -> str:
     configured = Context.load(project).config["engine"]
     if configured in ENGINES:
         return str(configured)
-    reachable = [cli for cli in ENGINES if container_probe.daemon_version(cli)[0]]
+    answers = {cli: container_probe.daemon_version(cli) for cli in ENGINES}
+    reachable = [cli for cli, (ok, _) in answers.items() if ok]
     if not reachable:
-        why = "; ".join(f"{cli}: {container_probe.daemon_version(cli)[1]}" for cli in ENGINES)
+        why = "; ".join(f"{cli}: {text}" for cli, (_, text) in answers.items())
         raise WorkspaceError(f"no container engine answers here ({why})",
                              hint="start podman or docker, or name one with --engine")
     return reachable[0] if len(reachable) == 1 else "all"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from manager.changes.model import Change
@@ -212,10 +213,9 @@ def _parse_packed(path: Path) -> dict[str, str]:
     return refs
 
 
-def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
-    """Loose ref files below ``directory`` (whiteouts skipped; symbolic refs as "ref: X"); a
-    loop, not recursion: the sandbox may have made refs/heads/a/a/a/... thousands deep."""
-    refs: dict[str, str] = {}
+def _ref_entries(directory: Path, prefix: str) -> Iterator[tuple[Path, str, os.stat_result]]:
+    """Every entry below ``directory`` with its ref name and lstat; a loop, not recursion:
+    the sandbox may have made refs/heads/a/a/a/... thousands deep."""
     todo = [(directory, prefix)]
     while todo:
         directory, prefix = todo.pop()
@@ -224,44 +224,37 @@ def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
         except OSError:
             continue
         for name in names:
-            path = directory / name
+            path, ref = directory / name, f"{prefix}/{name}"
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                todo.append((path, f"{prefix}/{name}"))
-            elif stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
-                value = path.read_text(errors="replace").strip()
-                if value.startswith("ref:"):
-                    refs[f"{prefix}/{name}"] = SYMBOLIC + value[4:].strip()
-                elif len(value) >= 40:
-                    refs[f"{prefix}/{name}"] = value
+                todo.append((path, ref))
+            yield path, ref, st
+
+
+def _loose_refs(directory: Path, prefix: str) -> dict[str, str]:
+    """Loose ref files below ``directory`` (whiteouts skipped; symbolic refs as "ref: X")."""
+    refs: dict[str, str] = {}
+    for path, ref, st in _ref_entries(directory, prefix):
+        if stat.S_ISREG(st.st_mode) and not is_whiteout(path, st):
+            value = path.read_text(errors="replace").strip()
+            if value.startswith("ref:"):
+                refs[ref] = SYMBOLIC + value[4:].strip()
+            elif len(value) >= 40:
+                refs[ref] = value
     return refs
 
 
 def _hidden_refs(upper_dir: Path, prefix: str, real_loose: dict[str, str]) -> set[str]:
     """Real loose refs the sandbox deleted (whiteouts) or hid (opaque directories)."""
     hidden: set[str] = set()
-    todo = [(upper_dir, prefix)]
-    while todo:                      # a loop: see _loose_refs
-        upper_dir, prefix = todo.pop()
-        try:
-            names = os.listdir(upper_dir)
-        except OSError:
-            continue
-        for name in names:
-            path, ref = upper_dir / name, f"{prefix}/{name}"
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if is_whiteout(path, st) or stat.S_ISREG(st.st_mode):
-                hidden.update(r for r in real_loose if r == ref or r.startswith(ref + "/"))
-            elif stat.S_ISDIR(st.st_mode):
-                if is_opaque(path):
-                    hidden.update(r for r in real_loose if r.startswith(ref + "/"))
-                todo.append((path, ref))
+    for path, ref, st in _ref_entries(upper_dir, prefix):
+        if is_whiteout(path, st) or stat.S_ISREG(st.st_mode):
+            hidden.update(r for r in real_loose if r == ref or r.startswith(ref + "/"))
+        elif stat.S_ISDIR(st.st_mode) and is_opaque(path):
+            hidden.update(r for r in real_loose if r.startswith(ref + "/"))
     return hidden
 
 
