@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.engines.conftest import CONTAINER_ENGINES
-from tests.engines.conftest import _remove_containers
 from tests.engines.conftest import _use
-from tests.engines.conftest import engine_cli
+from tests.engines.conftest import using_engine
 
 COMMIT_ENGINES = ["overlay", "podman", "docker", "docker-volume"]
 
@@ -25,10 +23,7 @@ COMMIT_ENGINES = ["overlay", "podman", "docker", "docker-volume"]
 @pytest.fixture(params=COMMIT_ENGINES)
 def commit_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                   ) -> Iterator[str]:
-    name = _use(request.param, monkeypatch)
-    yield name
-    if engine_cli(name) in CONTAINER_ENGINES:
-        _remove_containers(engine_cli(name))
+    yield from using_engine(request, monkeypatch)
 
 
 @pytest.fixture

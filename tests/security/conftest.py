@@ -38,3 +38,14 @@ def upper(session: str = "sess-1") -> Path:
 
 def in_upper(path: Path, session: str = "sess-1") -> Path:
     return upper(session) / str(path).lstrip("/")
+
+
+def file_tool_answer(claude: Claude, path: Path | str, tool: str = "Write") -> dict[str, object]:
+    """The hook's answer to one of Claude's writing tools on ``path`` (the input shape each
+    tool has: a notebook's path field, content, an edit's strings)."""
+    field = "notebook_path" if tool == "NotebookEdit" else "file_path"
+    answer = claude.hook("PreToolUse", {"tool_name": tool, "tool_use_id": "toolu_w",
+                                        "tool_input": {field: str(path), "content": "x",
+                                                       "old_string": "a", "new_string": "b"}})
+    assert answer.returncode == 0, answer.stderr
+    return answer.spec

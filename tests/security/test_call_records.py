@@ -14,10 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import CONTAINER_ENGINES
-from tests.engines.conftest import _remove_containers
-from tests.engines.conftest import _use
-from tests.engines.conftest import engine_cli
+from tests.engines.conftest import using_engine
 
 pytestmark = pytest.mark.engine
 
@@ -29,10 +26,7 @@ PLANTED = {"zz": "x 1", "pid1": "1 1", "self": "$$ $PPID", "sess-cwd": "1 0 1"}
 @pytest.fixture(params=["docker", "podman"])
 def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                      ) -> Iterator[str]:
-    name = _use(request.param, monkeypatch)
-    yield name
-    if engine_cli(name) in CONTAINER_ENGINES:
-        _remove_containers(engine_cli(name))
+    yield from using_engine(request, monkeypatch)
 
 
 def _plant(ws) -> None:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from manager.engines import overlay
-from tests.engines import accounts
+from tests.engines import conftest as engines_conftest
 from tests.engines import tryforms
 from tests.engines.accounts import Account
 from tests.engines.conftest import _remove_containers
@@ -35,11 +35,7 @@ PYTHON = shutil.which("python3", path="/usr/bin:/bin") or "python3"
 LAYOUTS = ["own", "single"]   # the account's own id layout; forced single (no newuidmap)
 
 
-@pytest.fixture(params=accounts.KINDS)
-def account(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account]:
-    acct = accounts.make(request.param, tmp_path)
-    yield acct
-    accounts.clean(acct)
+account = engines_conftest.account   # the fixture: root, wstest with subordinate ids, ...
 
 
 def _target(account: Account) -> Path:

@@ -19,16 +19,8 @@ from manager.session import paths
 from tests.claude.conftest import REPO
 from tests.claude.conftest import Claude
 
+from .conftest import file_tool_answer
 from .conftest import in_upper
-
-
-def _write(claude: Claude, path: Path | str, tool: str = "Write") -> dict[str, object]:
-    field = "notebook_path" if tool == "NotebookEdit" else "file_path"
-    answer = claude.hook("PreToolUse", {"tool_name": tool, "tool_use_id": "toolu_w",
-                                        "tool_input": {field: str(path), "content": "x",
-                                                       "old_string": "a", "new_string": "b"}})
-    assert answer.returncode == 0, answer.stderr
-    return answer.spec
 
 
 def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Path,
@@ -36,7 +28,7 @@ def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Pat
     claude.start()
     marker = tmp_path / "escaped"
     project_file = project / ".workspace.yaml"
-    assert _write(claude, project_file).get("permissionDecision") != "deny"
+    assert file_tool_answer(claude, project_file).get("permissionDecision") != "deny"
     project_file.write_text("passthrough: [bash, touch, git]\nengine: overlay\n"
                             "plugin:\n  allow_model_bypass: true\n")
     claude.bash(f"touch {marker}")
@@ -62,22 +54,23 @@ def test_writing_tools_are_refused_on_the_sandboxs_own_files(claude: Claude, tmp
                                                              relative: str) -> None:
     claude.start()
     for tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
-        assert _write(claude, tmp_path / relative, tool).get("permissionDecision") == "deny", tool
-    assert _write(claude, tmp_path / relative, "Read").get("permissionDecision") != "deny"
+        answer = file_tool_answer(claude, tmp_path / relative, tool)
+        assert answer.get("permissionDecision") == "deny", tool
+    assert file_tool_answer(claude, tmp_path / relative, "Read").get("permissionDecision") != "deny"
 
 
 def test_writing_tools_are_refused_through_symlinks_and_relative_paths(
         claude: Claude, project: Path, tmp_path: Path) -> None:
     claude.start()
     os.symlink(tmp_path / "state" / "workspace", project / "st")
-    assert _write(claude, project / "st" / "sessions" / "sess-1" / "bypass-next")[
+    assert file_tool_answer(claude, project / "st" / "sessions" / "sess-1" / "bypass-next")[
         "permissionDecision"] == "deny"
-    assert _write(claude, "../state/workspace/trusted-projects.json")[
+    assert file_tool_answer(claude, "../state/workspace/trusted-projects.json")[
         "permissionDecision"] == "deny"
-    assert _write(claude, project / ".claude" / "settings.local.json")[
+    assert file_tool_answer(claude, project / ".claude" / "settings.local.json")[
         "permissionDecision"] == "deny"
-    assert _write(claude, REPO / "hooks" / "hooks.json")["permissionDecision"] == "deny"
-    assert _write(claude, project / "ordinary.py").get("permissionDecision") != "deny"
+    assert file_tool_answer(claude, REPO / "hooks" / "hooks.json")["permissionDecision"] == "deny"
+    assert file_tool_answer(claude, project / "ordinary.py").get("permissionDecision") != "deny"
 
 
 def test_a_sandboxed_command_cannot_arm_the_bypass(claude: Claude, tmp_path: Path) -> None:

@@ -15,21 +15,13 @@ import pytest
 
 from tests.claude.conftest import REPO
 from tests.claude.conftest import Claude
+from tests.security.conftest import file_tool_answer
 
 TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
-def _answer(claude: Claude, path: Path | str, tool: str) -> dict[str, object]:
-    field = "notebook_path" if tool == "NotebookEdit" else "file_path"
-    answer = claude.hook("PreToolUse", {"tool_name": tool, "tool_use_id": "toolu_w",
-                                        "tool_input": {field: str(path), "content": "x",
-                                                       "old_string": "a", "new_string": "b"}})
-    assert answer.returncode == 0, answer.stderr
-    return answer.spec
-
-
 def _refused(claude: Claude, path: Path | str) -> bool:
-    decisions = {_answer(claude, path, tool).get("permissionDecision") for tool in TOOLS}
+    decisions = {file_tool_answer(claude, path, tool).get("permissionDecision") for tool in TOOLS}
     assert len(decisions) == 1, (path, decisions)            # one rule for every tool
     return decisions == {"deny"}
 
