@@ -602,6 +602,8 @@ class Sync:
         # Several rounds' worth, so that a call that looks late still finds its nonce.
         self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
         self.broken = ""   # a swap that failed half-way: only a fresh holder is trustworthy
+        self.sockets: set[str] = set()   # made by daemons outside since the last answer
+        self.stale = False   # a socket could not be shown: a fresh holder once calls end
 
     def nonces(self) -> list[str]:
         data = b""
@@ -612,11 +614,10 @@ class Sync:
 
     def collect(self, builder: Builder, session_fd: int) -> None:
         """Drain the level watch; mark the state dirty (before sleeping again) if it changed."""
-        if builder.watch is None:
-            return
-        for level, names in builder.watch.drain().items():
-            self.pending.setdefault(level, set()).update(names)
-        if self.pending:
+        if builder.watch is not None:
+            for level, names in builder.watch.drain().items():
+                self.pending.setdefault(level, set()).update(names)
+        if self.pending or self.sockets:
             os.close(os.open(SYNC_DIRTY, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=session_fd))
 
     def serve(self, builder: Builder, session_fd: int) -> bool:
@@ -626,6 +627,8 @@ class Sync:
             return False
         self.collect(builder, session_fd)
         why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        if not why and self.sockets:
+            why = self.bind_sockets(builder, session_fd)
         if not self.pending:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(SYNC_DIRTY, dir_fd=session_fd)
@@ -655,11 +658,23 @@ class Sync:
               flush=True)
         busy = _namespace_members()
         if not busy:
-            _retire(session_fd)
+            _retire(session_fd, "a new sandbox is needed to show what changed outside")
             return RETIRED
         return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
                 f"while commands still run in it ({failure}): run the command again when they have "
                 f"ended, or stop them (pids {', '.join(busy)})")
+
+    def bind_sockets(self, builder: Builder, session_fd: int) -> str:
+        unbound = _levels_module().bind_sockets(builder, self.sockets, listening_sockets)
+        self.sockets.clear()
+        _append_log(builder, session_fd)
+        if not unbound:
+            return ""
+        if _namespace_members(first=True):
+            self.stale = True   # shown by the holder that follows, when the running commands end
+            return ""
+        _retire(session_fd, "; ".join(builder.log[-len(unbound):]))
+        return RETIRED
 
     def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
         tmp = SYNC_DONE + ".tmp"
@@ -686,14 +701,18 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
             sync.collect(builder, session_fd)
         if watch is not None and watch.fd in ready:
             stale = watch.drain() or stale
+            sync.sockets |= watch.new_sockets
+            watch.new_sockets.clear()
+            sync.collect(builder, session_fd)   # marks the state dirty: the next call syncs
+        stale = stale or sync.stale
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
         if init_gone():   # no call could enter the pid namespace: a fresh holder
-            _retire(session_fd)
+            _retire(session_fd, "the session's init ended")
             return
         if stale and not others_in_namespace():
-            _retire(session_fd)
+            _retire(session_fd, "the real project changed" if not sync.stale else "a socket cannot be shown")
             return
         try:
             last = os.stat("last-used", dir_fd=session_fd).st_mtime
@@ -703,8 +722,9 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
             return
 
 
-def _retire(session_fd: int) -> None:
+def _retire(session_fd: int, why: str) -> None:
     """Stop new calls from entering (they start a fresh holder) before exiting."""
+    print(f"retired: {why}", file=sys.stderr, flush=True)
     try:
         with open(HOLDER_PID, encoding="ascii", opener=lambda p, f: os.open(p, f, dir_fd=session_fd)) as f:
             mine = f.read().split()[:1] == [str(os.getpid())]
