@@ -17,7 +17,7 @@ def stop_holders(base: Path) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(part.endswith(b"overlay_holder.py") for part in cmdline) and \
+        if any(part.endswith(b"overlay/holder/main.py") for part in cmdline) and \
                 any(part.startswith(prefix) for part in cmdline):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)
@@ -28,8 +28,7 @@ def stop_holders(base: Path) -> None:
 def _hand_back_under(base: Path) -> None:
     """An ordinary user's sandboxes hold the namespace's root's entries (subordinate ids on
     disk) until handed back: without this, pytest could not remove its old tmp dirs."""
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     # Where state lives in tests: BASE/state (conftest) or BASE/account/state (accounts).
     for pattern in ("state/workspace/*/*/sandbox", "*/state/workspace/*/*/sandbox",
                     "state/workspace/probe/*", "*/state/workspace/probe/*"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay
+from manager.engines.overlay import engine as overlay
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
@@ -142,7 +142,7 @@ def _holders(base: Path) -> list[str]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"overlay_holder.py" in cmdline and str(base).encode() in cmdline:
+        if b"overlay/holder/main.py" in cmdline and str(base).encode() in cmdline:
             found.append(pid)
     return found
 
@@ -336,7 +336,7 @@ def test_parallel_calls_never_report_a_false_not_running(account: Account):
 
 RACE = """
 import os, signal, sys
-from manager.engines import overlay
+from manager.engines.overlay import engine as overlay
 from manager.engines.base import RunRequest
 from manager.session.context import Context
 ctx = Context.load(sys.argv[1])

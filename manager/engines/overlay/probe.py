@@ -52,8 +52,7 @@ def boundary() -> Check:
 
 def identity() -> Check:
     """Which ids commands run as inside: a warning (never a failure) for the fallback."""
-    from manager.engines import overlay_ids
-
+    from manager.engines.overlay import ids as overlay_ids
     maps = overlay_ids.plan()
     if maps.mode == overlay_ids.FULL:
         return Check(IDENTITY_CHECK, True, "root: every id mapped to itself")
@@ -69,8 +68,7 @@ def identity() -> Check:
 def trial() -> Check:
     """One call the way every call goes: holder start, the lean entry, a write held in the
     upper directory. In a scratch sandbox in the state directory, where sessions live."""
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     name = f"workspace-probe-{secrets.token_hex(4)}"
     try:
         root = paths.state_home() / "probe"
@@ -107,8 +105,7 @@ def _failure(proc: subprocess.CompletedProcess[str], held: bool) -> str:
 
 
 def _stop(sandbox: Path) -> None:
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     pid = overlay.holder_pid(sandbox)
     if pid is not None:
         overlay._kill(pid)

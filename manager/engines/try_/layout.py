@@ -1,7 +1,7 @@
 """try's DIR as the try engine lays it out: our files, the lean entry, what try makes.
 
-Shared by the engine (:mod:`manager.engines.tryengine`) and its doctor trial
-(:mod:`manager.engines.try_probe`), which both go through the same entry.
+Shared by the engine (:mod:`manager.engines.try_.engine`) and its doctor trial
+(:mod:`manager.engines.try_.probe`), which both go through the same entry.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from manager.engines.try_probe import TryInfo
+    from manager.engines.try_.probe import TryInfo
 
-ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
+ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
 OURS = "ws"                 # our files inside try's DIR
 INFO_CACHE = "try.json"     # the detected try, until the script changes
 LOCK = "lock"               # held by each call for its whole run

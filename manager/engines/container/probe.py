@@ -242,8 +242,8 @@ VIEW_FIX = ("podman's storage below $HOME: graphroot (or rootless_storage_path) 
 
 def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
     """$HOME and /tmp overlaid"""
-    from manager.engines import container_view
-    from manager.engines.container import rootless_podman
+    from manager.engines.container import view as container_view
+    from manager.engines.container.engine import rootless_podman
 
     if cli != "podman" or not rootless_podman():
         return Check(VIEW_CHECK, True, "both, each as a whole (host mode)")
@@ -262,7 +262,7 @@ def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
 
 def _remove_probe(engine: ContainerEngine, root: Path) -> None:
     """The probe's container (labelled with its state dir) and work dirs, then the dir."""
-    from manager.engines.container_view import WORKS
+    from manager.engines.container.view import WORKS
     from manager.errors import WorkspaceError
 
     state = root / "state" / "workspace"

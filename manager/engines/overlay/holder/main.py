@@ -2,7 +2,7 @@
 
 Started as ``python3 -I overlay_holder.py SANDBOX IDLE_SECONDS PROJECT``. It makes its
 own user and mount namespaces, says ``userns`` and waits for the launcher to write
-their id maps (:mod:`manager.engines.overlay_ids`: with ``newuidmap`` an ordinary
+their id maps (:mod:`manager.engines.overlay.ids`: with ``newuidmap`` an ordinary
 user cannot write them itself) and answer ``go``; then it becomes the namespace's
 root, which only this machinery needs (calls run as the user's own uid). It mounts the whole
 filesystem as overlays under ``SANDBOX/temproot`` (try's layout: writes land in
@@ -33,8 +33,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from manager.engines.overlay_watch import LevelWatch
-    from manager.engines.overlay_watch import Watch
+    from manager.engines.overlay.holder.watch import LevelWatch
+    from manager.engines.overlay.holder.watch import Watch
 
 PASSTHROUGH = ("/proc", "/sys", "/dev")
 POLL_SECONDS = 30.0
@@ -723,7 +723,7 @@ def _own_directory() -> None:
 
 def _watch_module() -> ModuleType:
     _own_directory()
-    import overlay_watch  # type: ignore[import-not-found,unused-ignore]
+    import watch as overlay_watch  # type: ignore[import-not-found,unused-ignore]
 
     module: ModuleType = overlay_watch
     return module
@@ -753,7 +753,7 @@ def _append_log(builder: Builder, session_fd: int, first: bool = False) -> None:
 
 def _level_watch(log: list[str]) -> LevelWatch | None:
     _own_directory()
-    import overlay_watch  # type: ignore[import-not-found,unused-ignore]
+    import watch as overlay_watch  # type: ignore[import-not-found,unused-ignore]
 
     try:
         watch: LevelWatch = overlay_watch.LevelWatch()
@@ -766,7 +766,7 @@ def _level_watch(log: list[str]) -> LevelWatch | None:
 
 def _levels_module() -> ModuleType:
     _own_directory()
-    import overlay_levels  # type: ignore[import-not-found,unused-ignore]
+    import levels as overlay_levels  # type: ignore[import-not-found,unused-ignore]
 
     module: ModuleType = overlay_levels
     return module

@@ -9,7 +9,7 @@ overlays the project alone.
 
 Rootless podman (its overlays are made in a user namespace, where the kernel refuses a
 lower dir with mounts below it): ``$HOME``, which holds podman's storage by default, is
-overlaid entry by entry around it (:mod:`manager.engines.container_levels`: still one
+overlaid entry by entry around it (:mod:`manager.engines.container.levels`: still one
 layer, the entries' uppers inside ``$HOME``'s); podman's data directory is not shown.
 ``/tmp`` is overlaid whole or not at all (its entries are other users' and come and go):
 not when something is mounted below it or podman's run root is in it (no
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from manager.changes.model import Layer
-from manager.engines import container_levels
-from manager.engines.container_cli import ContainerCommandError
-from manager.engines.container_levels import Plan
-from manager.engines.container_levels import skeleton_dir
-from manager.engines.container_upper import UNSAFE_PATH_CHARS
+from manager.engines.container import levels as container_levels
+from manager.engines.container.cli import ContainerCommandError
+from manager.engines.container.levels import Plan
+from manager.engines.container.levels import skeleton_dir
+from manager.engines.container.upper import UNSAFE_PATH_CHARS
 from manager.errors import EngineUnavailable
 from manager.session.store import Session
 
@@ -81,7 +81,7 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = (),
 
     ``in_userns`` (rootless podman mounts the overlays in a user namespace): the kernel
     refuses a lower directory with mounts below it there (EINVAL: they would be revealed).
-    $HOME is then shown entry by entry (:mod:`manager.engines.container_levels`); /tmp,
+    $HOME is then shown entry by entry (:mod:`manager.engines.container.levels`); /tmp,
     whose entries are other users' and come and go, is left to the image, with a note
     that says why and the fix. That includes a /tmp holding the engine's ``storage``
     (podman's run root falls back to /tmp without a /run/user/UID): each container's
@@ -400,7 +400,7 @@ def _plans(session: Session, targets: list[str], points: set[str],
 
 
 def _in_userns(engine: Any) -> bool:
-    from manager.engines.container import rootless_podman
+    from manager.engines.container.engine import rootless_podman
 
     return str(engine.name) == "podman" and rootless_podman()
 

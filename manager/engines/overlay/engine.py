@@ -2,7 +2,7 @@
 
 The sandbox directory has binpash/try's layout (``upperdir/``, ``workdir/``,
 ``temproot/``), so ``try summary DIR`` and ``try commit DIR`` read it too. A
-holder process (:mod:`manager.engines.overlay_holder`) keeps the namespaces and
+holder process (:mod:`manager.engines.overlay.holder.main`) keeps the namespaces and
 mounts alive between calls; each call enters them through
 ``overlay_enter.sh`` into the session's pid namespace (see ``overlay_holder.start_init``).
 """
@@ -20,19 +20,19 @@ from pathlib import Path
 from manager import fastjson
 from manager.changes.model import Layer
 from manager.config import Config
-from manager.engines import overlay_ids
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
+from manager.engines.overlay import ids as overlay_ids
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
 from manager.fsutil import write_atomic
 from manager.session.store import Session
 
-ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
-HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
+ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
+HOLDER_SCRIPT = Path(__file__).parent / "holder" / "main.py"  # stdlib only: runs with -I
 HOLDER_PIDNS = "holder.pidns"
 HOLDER_PID = "holder.pid"
 HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see hand_back)
@@ -54,8 +54,7 @@ class OverlayEngine:
         return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
-        from manager.engines import overlay_probe
-
+        from manager.engines.overlay import probe as overlay_probe
         return overlay_probe.checks()
 
     # -- sandbox ------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The namespace holder: a separate program, standard library only, run with ``python -I``."""
