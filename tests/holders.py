@@ -8,6 +8,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+# This release's holder (run by its directory) and an older release's (tests/upgrade).
+HOLDER_PROGRAMS = (b"/engines/overlay", b"overlay_holder.py")
+
 
 def stop_holders(base: Path) -> None:
     """Kill the overlay holders whose sandbox lies under ``base`` (another user's: left alone)."""
@@ -17,7 +20,7 @@ def stop_holders(base: Path) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(part.endswith(b"overlay/holder/main.py") for part in cmdline) and \
+        if any(part.endswith(HOLDER_PROGRAMS) for part in cmdline) and \
                 any(part.startswith(prefix) for part in cmdline):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)

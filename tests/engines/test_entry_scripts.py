@@ -17,7 +17,7 @@ from manager.claude import rewrite
 from manager.claude import state
 from manager.engines import base
 from manager.engines.overlay import engine as overlay
-from manager.engines.overlay.holder import main as overlay_holder
+from manager.engines.overlay.holder import names
 from manager.main import build_parser
 
 ENGINES_DIR = Path(base.__file__).parent
@@ -44,9 +44,8 @@ def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
 
 def test_overlay_holder_files_are_named_alike_everywhere():
     text = overlay.ENTER_SCRIPT.read_text()
-    assert overlay.HOLDER_PID == overlay_holder.HOLDER_PID
-    assert f'<"$S/{overlay.HOLDER_PID}"' in text
-    assert ': >"$S/last-used"' in text and '"last-used"' in Path(overlay_holder.__file__).read_text()
+    assert f'<"$S/{names.HOLDER_PID}"' in text
+    assert f': >"$S/{names.LAST_USED}"' in text
     # "<pid> <start time>": the script compares field 22 of /proc/PID/stat, as procs.start_time does.
     assert "${st[21]}" in text
 
@@ -70,9 +69,8 @@ def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: p
 
 
 def test_the_overlay_entry_and_holder_share_the_sync_protocol():
-    """The entry's side of "bring the snapshotted directories up to date" (overlay_holder.Sync)."""
+    """The entry's side of "bring the snapshotted directories up to date" (holder.sync.Sync)."""
     text = overlay.ENTER_SCRIPT.read_text()
-    for name in (overlay_holder.SYNC_REQUEST, overlay_holder.SYNC_SLEEP, overlay_holder.SYNC_DONE,
-                 overlay_holder.SYNC_DIRTY):
+    for name in (names.SYNC_REQUEST, names.SYNC_SLEEP, names.SYNC_DONE, names.SYNC_DIRTY):
         assert f'"$S/{name}"' in text or f"$S/{name}" in text, name
-    assert f"$why == {overlay_holder.RETIRED}" in text
+    assert f"$why == {names.RETIRED}" in text

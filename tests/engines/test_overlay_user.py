@@ -142,7 +142,7 @@ def _holders(base: Path) -> list[str]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"overlay/holder/main.py" in cmdline and str(base).encode() in cmdline:
+        if bytes(overlay.HOLDER_PROGRAM) in cmdline and str(base).encode() in cmdline:
             found.append(pid)
     return found
 

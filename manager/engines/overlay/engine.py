@@ -2,9 +2,9 @@
 
 The sandbox directory has binpash/try's layout (``upperdir/``, ``workdir/``,
 ``temproot/``), so ``try summary DIR`` and ``try commit DIR`` read it too. A
-holder process (:mod:`manager.engines.overlay.holder.main`) keeps the namespaces and
+holder process (:mod:`manager.engines.overlay.holder`) keeps the namespaces and
 mounts alive between calls; each call enters them through
-``overlay_enter.sh`` into the session's pid namespace (see ``overlay_holder.start_init``).
+``enter.sh`` into the session's pid namespace (see ``holder.session_init.start_init``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
 from manager.engines.overlay import ids as overlay_ids
+from manager.engines.overlay.holder.names import HANDED_BACK
+from manager.engines.overlay.holder.names import HOLDER_PID
+from manager.engines.overlay.holder.names import HOLDER_PIDNS
+from manager.engines.overlay.holder.names import SCAFFOLD
+from manager.engines.overlay.holder.names import UPPER
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
@@ -32,12 +37,9 @@ from manager.fsutil import write_atomic
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
-HOLDER_SCRIPT = Path(__file__).parent / "holder" / "main.py"  # stdlib only: runs with -I
-HOLDER_PIDNS = "holder.pidns"
-HOLDER_PID = "holder.pid"
-HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see hand_back)
+HOLDER_PROGRAM = Path(__file__).parent   # run by its directory, -I: see __main__.py
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
-NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
+NOT_ENTERED = 125  # enter.sh: the sandbox could not be entered
 TRIAL_CHECK = "a call through the entry, in a scratch sandbox"
 TOOLS = ("unshare", "nsenter", "mount")
 
@@ -64,10 +66,10 @@ class OverlayEngine:
 
     def layers(self, session: Session) -> list[Layer]:
         try:
-            scaffold = frozenset(fastjson.loads((session.sandbox / "scaffold.json").read_text()))
+            scaffold = frozenset(fastjson.loads((session.sandbox / SCAFFOLD).read_text()))
         except (OSError, ValueError):
             scaffold = frozenset()
-        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold,
+        return [Layer(upper=session.sandbox / UPPER, target=Path("/"), scaffold=scaffold,
                       ids=overlay_ids.review_map(session.sandbox))]
 
     def prepare(self, session: Session) -> None:
@@ -192,7 +194,7 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         )
     overlay_ids.record(sandbox, maps)
     as_uid = "" if maps.as_uid is None else f" {maps.as_uid}"
-    # The holder made the session's pid namespace, which calls join (see overlay_enter.sh),
+    # The holder made the session's pid namespace, which calls join (see enter.sh),
     # and pivoted into the sandbox's root: calls take root and namespaces from its init (the
     # holder itself steps into the host's mount namespace for a moment when it refreshes).
     write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]}\n".encode())
@@ -213,7 +215,7 @@ def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
         return
     if (sandbox / HANDED_BACK).exists() and not skeleton:
         return
-    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), "--hand-back", str(sandbox),
+    argv = [sys.executable, "-I", str(HOLDER_PROGRAM), "--hand-back", str(sandbox),
             str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
     proc, line = _spawn(argv, sandbox, maps)   # mapped as the holder was: its ids are mapped
     proc.wait()
@@ -226,7 +228,7 @@ def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
 
 def _spawn_holder(sandbox: Path, project: str, idle_seconds: float,
                   maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
-    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), str(idle_seconds), project]
+    argv = [sys.executable, "-I", str(HOLDER_PROGRAM), str(sandbox), str(idle_seconds), project]
     return _spawn(argv, sandbox, maps)
 
 
