@@ -3,7 +3,8 @@
 Started as ``python3 -I .../engines/overlay SANDBOX IDLE_SECONDS PROJECT`` (``overlay/__main__.py``;
 the modules: ``holder/__init__.py``). It makes its own user and mount namespaces, says
 ``userns`` and waits for the launcher to write their id maps (:mod:`manager.engines.overlay.ids`:
-with ``newuidmap`` an ordinary user cannot write them itself) and answer ``go``; then it becomes the namespace's
+with ``newuidmap`` an ordinary user cannot write them itself) and answer ``go``;
+then it becomes the namespace's
 root, which only this machinery needs (calls run as the user's own uid). It mounts the whole
 filesystem as overlays under ``SANDBOX/temproot`` (try's layout: writes land in
 ``SANDBOX/upperdir/<absolute path>``), pivots its root there (the host's detached: see
