@@ -50,11 +50,11 @@ from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import Streams
 from manager.engines.container import upper as container_upper
+from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
 from manager.engines.container.cli import Labelled
 from manager.engines.container.cli import Started
-from manager.engines.container.probe import resource_name
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked

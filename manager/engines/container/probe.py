@@ -14,32 +14,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-from typing import Protocol
 
-from manager.config import Config
 from manager.engines.base import Check
+from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import resource_name
 from manager.session import paths
-
-
-def resource_name(session_id: str) -> str:
-    """A session's container and (volume mode) volume: one name, spelled here only."""
-    return f"workspace-{session_id}"
-
-
-class ContainerEngine(Protocol):
-    """What the probes use of a container engine (no import of the engine: no cycle)."""
-
-    name: str
-    cli: str
-    config: Config
-
-    def mount_options(self, lower: str, upper: str, work: str, calls: str,
-                      target: str | None = None) -> dict[str, Any]: ...
-
-    def identity(self) -> dict[str, Any]: ...
-
-    def clear_work_dir(self, work: Path) -> None: ...
 
 TIMEOUT = 60.0
 INSTALL_FIX = {

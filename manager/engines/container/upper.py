@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
-from manager.engines.container.probe import ContainerEngine
-from manager.engines.container.probe import resource_name
 from manager.errors import EngineUnavailable
 from manager.fsutil import write_json_atomic
 from manager.session.store import Session
