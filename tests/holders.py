@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from manager.engines.overlay.holder import mountinfo
+
 # This release's holder (run by its directory) and an older release's (tests/upgrade).
 HOLDER_PROGRAMS = (b"/engines/overlay", b"overlay_holder.py")
 
@@ -53,10 +55,9 @@ def leftover_podman_mounts(uid: int) -> list[str]:
     """Mount points under test directories in ``uid``'s rootless podman pause namespace."""
     try:
         pid = Path(f"/run/user/{uid}/libpod/tmp/pause.pid").read_text().strip()
-        lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        points = mountinfo.points(mountinfo.read(pid))
     except OSError:
         return []
-    points = [line.split()[4] for line in lines if len(line.split()) > 4]
     return sorted((p for p in points if p.startswith(TEST_DIRS)), reverse=True)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from manager.engines.overlay import engine as overlay
+from manager.engines.overlay.holder import mountinfo
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
@@ -57,8 +58,7 @@ def test_calls_enter_and_write_as_this_user(account: Account):
 
 def _unreadable_with_mounts_below() -> Path | None:
     """A directory on this host that this user cannot list and that has mounts below it."""
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        points = [Path(line.split()[4]) for line in f]
+    points = [Path(point) for point in mountinfo.points(mountinfo.read())]
     for point in points:
         for parent in reversed(point.parents):
             if parent != Path("/") and not os.access(parent, os.R_OK | os.X_OK):

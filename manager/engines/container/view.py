@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from manager.engines.container.cli import ContainerCommandError
 from manager.engines.container.levels import Plan
 from manager.engines.container.levels import skeleton_dir
 from manager.engines.container.upper import UNSAFE_PATH_CHARS
+from manager.engines.overlay.holder import mountinfo
 from manager.errors import EngineUnavailable
 from manager.session.store import Session
 
@@ -206,10 +206,10 @@ def _mountinfo_texts() -> list[str]:
     for runtime in dict.fromkeys(r for r in runtimes if r):
         try:
             pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
-            return [Path(f"/proc/{pid}/mountinfo").read_text()]
+            return [mountinfo.read(pid)]
         except (OSError, ValueError, IndexError):
             continue
-    return [Path("/proc/self/mountinfo").read_text()]
+    return [mountinfo.read()]
 
 
 def rootless_points() -> set[str]:
@@ -219,13 +219,7 @@ def rootless_points() -> set[str]:
 
 def mount_points(texts: list[str]) -> set[str]:
     """Mount points in mountinfo texts (field 5, octal escapes decoded)."""
-    points = set()
-    for text in texts:
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) > 4:
-                points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
-    return points
+    return {point for text in texts for point in mountinfo.points(text)}
 
 
 def mounts_below(path: str, points: set[str]) -> bool:

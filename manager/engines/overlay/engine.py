@@ -26,9 +26,12 @@ from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
 from manager.engines.overlay import ids as overlay_ids
 from manager.engines.overlay.holder.names import HANDED_BACK
+from manager.engines.overlay.holder.names import HOLDER_LOG
 from manager.engines.overlay.holder.names import HOLDER_PID
 from manager.engines.overlay.holder.names import HOLDER_PIDNS
+from manager.engines.overlay.holder.names import PREPARE_LOCK
 from manager.engines.overlay.holder.names import SCAFFOLD
+from manager.engines.overlay.holder.names import SKELETON
 from manager.engines.overlay.holder.names import UPPER
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
@@ -73,7 +76,7 @@ class OverlayEngine:
                       ids=overlay_ids.review_map(session.sandbox))]
 
     def prepare(self, session: Session) -> None:
-        with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
+        with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
             if holder_pid(session.sandbox) is None:
                 self._start_holder(session)
 
@@ -134,7 +137,7 @@ class OverlayEngine:
 
     def _replace(self, session: Session, pid: int, cwd: str) -> None:
         """A fresh holder, whose new mounts see the real filesystem as it is now."""
-        with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
+        with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
             if holder_pid(session.sandbox) == pid:
                 busy = namespace_members(pid)
                 if busy:
@@ -189,7 +192,7 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         proc.wait()
         raise EngineUnavailable(
             f"the overlay sandbox could not start: {line or 'no answer'} "
-            f"(log: {sandbox / 'holder.log'})",
+            f"(log: {sandbox / HOLDER_LOG})",
             hint="run `workspace doctor` to see what this host supports",
         )
     overlay_ids.record(sandbox, maps)
@@ -216,13 +219,13 @@ def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
     if (sandbox / HANDED_BACK).exists() and not skeleton:
         return
     argv = [sys.executable, "-I", str(HOLDER_PROGRAM), "--hand-back", str(sandbox),
-            str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
+            str(os.geteuid()), str(os.getegid()), *([SKELETON] if skeleton else [])]
     proc, line = _spawn(argv, sandbox, maps)   # mapped as the holder was: its ids are mapped
     proc.wait()
     if line == "ready":
         (sandbox / HANDED_BACK).touch()
     else:
-        with contextlib.suppress(OSError), open(sandbox / "holder.log", "a") as log:
+        with contextlib.suppress(OSError), open(sandbox / HOLDER_LOG, "a") as log:
             log.write(f"hand-back: {line}\n")
 
 
@@ -235,7 +238,7 @@ def _spawn_holder(sandbox: Path, project: str, idle_seconds: float,
 def _spawn(argv: list[str], sandbox: Path,
            maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
     """The holder script and its last word: "ready", "maps: why", or why it failed."""
-    log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
+    log = open(sandbox / HOLDER_LOG, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=log, start_new_session=True, close_fds=True)

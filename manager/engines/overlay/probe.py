@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from manager.engines.base import Check
+from manager.engines.overlay.holder import names
 from manager.errors import WorkspaceError
 from manager.session import paths
 
@@ -83,7 +84,7 @@ def trial() -> Check:
                 "", f"echo ok > /tmp/{name} && cat /tmp/{name}"]
         proc = subprocess.run(argv, env=dict(os.environ, WORKSPACE_NO_FALLBACK="1"),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
-        why = _failure(proc, held=(sandbox / "upperdir/tmp" / name).is_file())
+        why = _failure(proc, held=(sandbox / names.UPPER / "tmp" / name).is_file())
     except (WorkspaceError, subprocess.TimeoutExpired) as exc:
         why = str(exc).split("\nhint:")[0]
     finally:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from manager.engines.overlay.holder import mountinfo
+
 if TYPE_CHECKING:
     from manager.engines.try_.probe import TryInfo
 
@@ -103,14 +105,7 @@ def _top_level_dirs() -> list[str]:
 def _mount_points() -> list[str]:
     # try v0.2.0 also mounts every real mount point (findmnt --real).
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        return [point for point in mountinfo.points(mountinfo.read()) if point != "/"]
     except OSError:
         return []
-    found = []
-    for line in lines:
-        target = line.split()[4].replace("\\040", " ")
-        if target != "/":
-            found.append(target)
-    return found
 

@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--hand-back":   # SANDBOX UID GID [skeleton], mapped as the holder's was
         try:
             enter_namespaces()
-            hand_back(Path(argv[1]), int(argv[2]), int(argv[3]), argv[4:] == ["skeleton"])
+            hand_back(Path(argv[1]), int(argv[2]), int(argv[3]), argv[4:] == [SKELETON])
         except Exception as exc:  # noqa: BLE001 - reported to the launcher
             print(f"error: {exc}", flush=True)
             return 1

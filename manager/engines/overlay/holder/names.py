@@ -14,6 +14,9 @@ SCAFFOLD = "scaffold.json"  # directories the holder made in upperdir (not chang
 MOUNT_LOG = "mount.log"     # what the sandbox could not show as on the host
 LAST_USED = "last-used"     # touched by each call: the holder's idle clock
 HOLDER_PID = "holder.pid"
+HOLDER_LOG = "holder.log"     # the holder's stderr
+PREPARE_LOCK = "prepare.lock"   # held while a holder starts
+IDMAP = "idmap.json"          # the id maps the holder's namespace was given (overlay/ids.py)
 HOLDER_PIDNS = "holder.pidns"
 HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see main.hand_back)
 # A call asks to see the latest state: it writes a line (its nonce) to SYNC_REQUEST, the
