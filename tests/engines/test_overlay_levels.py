@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from manager.engines import overlay_levels
+from manager.engines.overlay.holder import levels as overlay_levels
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from manager import config
-from manager.engines import try_layout
-from manager.engines import try_probe
+from manager.engines.try_ import layout as try_layout
+from manager.engines.try_ import probe as try_probe
 from tests.engines import tryforms
 from tests.engines.conftest import try_unavailable
 
@@ -100,7 +100,7 @@ def test_a_missing_try_says_how_to_install_it(tmp_path: Path):
 
 
 def _overlay_works() -> str | None:
-    from manager.engines.overlay import OverlayEngine
+    from manager.engines.overlay.engine import OverlayEngine
 
     return OverlayEngine(config.load(None)).health_check()
 
@@ -290,8 +290,7 @@ def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
 
 
 def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monkeypatch) -> None:
-    from manager.engines import try_probe
-
+    from manager.engines.try_ import probe as try_probe
     log = tmp_path / try_layout.OURS / "try.log"
     log.parent.mkdir(parents=True)
     log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '

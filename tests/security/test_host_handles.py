@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay
+from manager.engines.overlay import engine as overlay
 from tests.engines import conftest as engines_conftest
 from tests.engines import tryforms
 from tests.engines.accounts import Account

@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from manager.engines.container_cli import ContainerClient
-from manager.engines.container_cli import ContainerCommandError
-from manager.engines.container_probe import ContainerEngine
-from manager.engines.container_probe import resource_name
+from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import resource_name
+from manager.engines.container.cli import ContainerClient
+from manager.engines.container.cli import ContainerCommandError
 from manager.errors import EngineUnavailable
 from manager.fsutil import write_json_atomic
 from manager.session.store import Session
@@ -72,8 +72,7 @@ def upper_mode(engine: ContainerEngine, session: Session) -> str:
     wanted = str(engine.config["container.upper"])
     if wanted != "auto":
         return wanted
-    from manager.engines import container_probe
-
+    from manager.engines.container import probe as container_probe
     return "host" if container_probe.host_overlay_works(engine) else "volume"
 
 

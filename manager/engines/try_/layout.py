@@ -1,7 +1,7 @@
 """try's DIR as the try engine lays it out: our files, the lean entry, what try makes.
 
-Shared by the engine (:mod:`manager.engines.tryengine`) and its doctor trial
-(:mod:`manager.engines.try_probe`), which both go through the same entry.
+Shared by the engine (:mod:`manager.engines.try_.engine`) and its doctor trial
+(:mod:`manager.engines.try_.probe`), which both go through the same entry.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from manager.engines.try_probe import TryInfo
+from manager.engines.overlay.holder import mountinfo
 
-ENTER_SCRIPT = Path(__file__).with_name("try_enter.sh")
+if TYPE_CHECKING:
+    from manager.engines.try_.probe import TryInfo
+
+ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
 OURS = "ws"                 # our files inside try's DIR
 INFO_CACHE = "try.json"     # the detected try, until the script changes
 LOCK = "lock"               # held by each call for its whole run
@@ -103,14 +105,7 @@ def _top_level_dirs() -> list[str]:
 def _mount_points() -> list[str]:
     # try v0.2.0 also mounts every real mount point (findmnt --real).
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        return [point for point in mountinfo.points(mountinfo.read()) if point != "/"]
     except OSError:
         return []
-    found = []
-    for line in lines:
-        target = line.split()[4].replace("\\040", " ")
-        if target != "/":
-            found.append(target)
-    return found
 

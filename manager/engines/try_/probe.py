@@ -19,9 +19,9 @@ from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager.engines import overlay_probe
-from manager.engines import try_layout
 from manager.engines.base import Check
+from manager.engines.overlay import probe as overlay_probe
+from manager.engines.try_ import layout as try_layout
 from manager.fsutil import remove_tree
 from manager.fsutil import write_atomic
 

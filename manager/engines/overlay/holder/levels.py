@@ -1,7 +1,7 @@
 """Bring a snapshotted directory of the overlay sandbox up to date (stdlib only).
 
 A directory with mounts below it is shown from a *skeleton* (its entries copied one
-level deep, see ``overlay_holder.Builder``). When its real entries change, the holder
+level deep, see ``build.Builder``). When its real entries change, the holder
 updates the skeleton and swaps the directory's overlay for a new one: overlayfs caches
 lookups and directory listings, so a lower layer changed under a mounted overlay is
 not reliably seen (and is undefined); a new mount starts with empty caches. The swap
@@ -22,6 +22,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Protocol
+
+from . import mountinfo
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -128,11 +130,7 @@ def detach(point: str) -> None:
 def child_mounts(point: str) -> list[str] | None:
     """Mount points of the mounts directly on the topmost mount at ``point``, shallowest first;
     None when nothing is mounted there (any more)."""
-    rows = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        for line in f:
-            fields = line.split()
-            rows.append((fields[0], fields[1], _unescape(fields[4])))
+    rows = [(mid, parent, p) for mid, parent, p, _ in mountinfo.rows(mountinfo.read())]
     here = {mid for mid, _, p in rows if p == point}
     tops = here - {parent for _, parent, p in rows if p == point}
     if not tops:
@@ -142,10 +140,6 @@ def child_mounts(point: str) -> list[str] | None:
     top = tops.pop()
     return sorted((p for _, parent, p in rows if parent == top and p != point),
                   key=lambda p: p.count("/"))
-
-
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
 
 
 def refresh(builder: Skeletons, level: str, names: set[str]) -> None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from manager.engines.container_upper import UNSAFE_PATH_CHARS
+from manager.engines.container.upper import UNSAFE_PATH_CHARS
 
 SKELETON = "skeleton"       # skeleton/<absolute path>: the levels' lower dirs
 RECORD = "levels.json"      # {"levels": [...], "times": [ns, ...]}: every level, every snapshot

@@ -14,32 +14,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-from typing import Protocol
 
-from manager.config import Config
 from manager.engines.base import Check
+from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import resource_name
 from manager.session import paths
-
-
-def resource_name(session_id: str) -> str:
-    """A session's container and (volume mode) volume: one name, spelled here only."""
-    return f"workspace-{session_id}"
-
-
-class ContainerEngine(Protocol):
-    """What the probes use of a container engine (no import of the engine: no cycle)."""
-
-    name: str
-    cli: str
-    config: Config
-
-    def mount_options(self, lower: str, upper: str, work: str, calls: str,
-                      target: str | None = None) -> dict[str, Any]: ...
-
-    def identity(self) -> dict[str, Any]: ...
-
-    def clear_work_dir(self, work: Path) -> None: ...
 
 TIMEOUT = 60.0
 INSTALL_FIX = {
@@ -242,8 +221,8 @@ VIEW_FIX = ("podman's storage below $HOME: graphroot (or rootless_storage_path) 
 
 def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
     """$HOME and /tmp overlaid"""
-    from manager.engines import container_view
-    from manager.engines.container import rootless_podman
+    from manager.engines.container import view as container_view
+    from manager.engines.container.engine import rootless_podman
 
     if cli != "podman" or not rootless_podman():
         return Check(VIEW_CHECK, True, "both, each as a whole (host mode)")
@@ -262,7 +241,7 @@ def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
 
 def _remove_probe(engine: ContainerEngine, root: Path) -> None:
     """The probe's container (labelled with its state dir) and work dirs, then the dir."""
-    from manager.engines.container_view import WORKS
+    from manager.engines.container.view import WORKS
     from manager.errors import WorkspaceError
 
     state = root / "state" / "workspace"

@@ -9,7 +9,7 @@ overlays the project alone.
 
 Rootless podman (its overlays are made in a user namespace, where the kernel refuses a
 lower dir with mounts below it): ``$HOME``, which holds podman's storage by default, is
-overlaid entry by entry around it (:mod:`manager.engines.container_levels`: still one
+overlaid entry by entry around it (:mod:`manager.engines.container.levels`: still one
 layer, the entries' uppers inside ``$HOME``'s); podman's data directory is not shown.
 ``/tmp`` is overlaid whole or not at all (its entries are other users' and come and go):
 not when something is mounted below it or podman's run root is in it (no
@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from manager.changes.model import Layer
-from manager.engines import container_levels
-from manager.engines.container_cli import ContainerCommandError
-from manager.engines.container_levels import Plan
-from manager.engines.container_levels import skeleton_dir
-from manager.engines.container_upper import UNSAFE_PATH_CHARS
+from manager.engines.container import levels as container_levels
+from manager.engines.container.cli import ContainerCommandError
+from manager.engines.container.levels import Plan
+from manager.engines.container.levels import skeleton_dir
+from manager.engines.container.upper import UNSAFE_PATH_CHARS
+from manager.engines.overlay.holder import mountinfo
 from manager.errors import EngineUnavailable
 from manager.session.store import Session
 
@@ -81,7 +81,7 @@ def wanted(project: str, in_userns: bool = False, storage: tuple[str, ...] = (),
 
     ``in_userns`` (rootless podman mounts the overlays in a user namespace): the kernel
     refuses a lower directory with mounts below it there (EINVAL: they would be revealed).
-    $HOME is then shown entry by entry (:mod:`manager.engines.container_levels`); /tmp,
+    $HOME is then shown entry by entry (:mod:`manager.engines.container.levels`); /tmp,
     whose entries are other users' and come and go, is left to the image, with a note
     that says why and the fix. That includes a /tmp holding the engine's ``storage``
     (podman's run root falls back to /tmp without a /run/user/UID): each container's
@@ -206,10 +206,10 @@ def _mountinfo_texts() -> list[str]:
     for runtime in dict.fromkeys(r for r in runtimes if r):
         try:
             pid = int(Path(runtime, "libpod/tmp/pause.pid").read_text().split()[0])
-            return [Path(f"/proc/{pid}/mountinfo").read_text()]
+            return [mountinfo.read(pid)]
         except (OSError, ValueError, IndexError):
             continue
-    return [Path("/proc/self/mountinfo").read_text()]
+    return [mountinfo.read()]
 
 
 def rootless_points() -> set[str]:
@@ -219,13 +219,7 @@ def rootless_points() -> set[str]:
 
 def mount_points(texts: list[str]) -> set[str]:
     """Mount points in mountinfo texts (field 5, octal escapes decoded)."""
-    points = set()
-    for text in texts:
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) > 4:
-                points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
-    return points
+    return {point for text in texts for point in mountinfo.points(text)}
 
 
 def mounts_below(path: str, points: set[str]) -> bool:
@@ -400,7 +394,7 @@ def _plans(session: Session, targets: list[str], points: set[str],
 
 
 def _in_userns(engine: Any) -> bool:
-    from manager.engines.container import rootless_podman
+    from manager.engines.container.engine import rootless_podman
 
     return str(engine.name) == "podman" and rootless_podman()
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from manager.engines.base import Check
+from manager.engines.overlay.holder import names
 from manager.errors import WorkspaceError
 from manager.session import paths
 
@@ -52,8 +53,7 @@ def boundary() -> Check:
 
 def identity() -> Check:
     """Which ids commands run as inside: a warning (never a failure) for the fallback."""
-    from manager.engines import overlay_ids
-
+    from manager.engines.overlay import ids as overlay_ids
     maps = overlay_ids.plan()
     if maps.mode == overlay_ids.FULL:
         return Check(IDENTITY_CHECK, True, "root: every id mapped to itself")
@@ -69,8 +69,7 @@ def identity() -> Check:
 def trial() -> Check:
     """One call the way every call goes: holder start, the lean entry, a write held in the
     upper directory. In a scratch sandbox in the state directory, where sessions live."""
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     name = f"workspace-probe-{secrets.token_hex(4)}"
     try:
         root = paths.state_home() / "probe"
@@ -85,7 +84,7 @@ def trial() -> Check:
                 "", f"echo ok > /tmp/{name} && cat /tmp/{name}"]
         proc = subprocess.run(argv, env=dict(os.environ, WORKSPACE_NO_FALLBACK="1"),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
-        why = _failure(proc, held=(sandbox / "upperdir/tmp" / name).is_file())
+        why = _failure(proc, held=(sandbox / names.UPPER / "tmp" / name).is_file())
     except (WorkspaceError, subprocess.TimeoutExpired) as exc:
         why = str(exc).split("\nhint:")[0]
     finally:
@@ -107,8 +106,7 @@ def _failure(proc: subprocess.CompletedProcess[str], held: bool) -> str:
 
 
 def _stop(sandbox: Path) -> None:
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     pid = overlay.holder_pid(sandbox)
     if pid is not None:
         overlay._kill(pid)

@@ -14,17 +14,17 @@ from pathlib import Path
 from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
-from manager.engines import try_probe
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
-from manager.engines.try_layout import INFO_CACHE
-from manager.engines.try_layout import OURS
-from manager.engines.try_layout import busy
-from manager.engines.try_layout import entry_command
-from manager.engines.try_layout import make_layout
-from manager.engines.try_layout import scaffold
-from manager.engines.try_probe import TryInfo
+from manager.engines.try_ import probe as try_probe
+from manager.engines.try_.layout import INFO_CACHE
+from manager.engines.try_.layout import OURS
+from manager.engines.try_.layout import busy
+from manager.engines.try_.layout import entry_command
+from manager.engines.try_.layout import make_layout
+from manager.engines.try_.layout import scaffold
+from manager.engines.try_.probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import remove_tree

@@ -2,9 +2,9 @@
 
 The sandbox directory has binpash/try's layout (``upperdir/``, ``workdir/``,
 ``temproot/``), so ``try summary DIR`` and ``try commit DIR`` read it too. A
-holder process (:mod:`manager.engines.overlay_holder`) keeps the namespaces and
+holder process (:mod:`manager.engines.overlay.holder`) keeps the namespaces and
 mounts alive between calls; each call enters them through
-``overlay_enter.sh`` into the session's pid namespace (see ``overlay_holder.start_init``).
+``enter.sh`` into the session's pid namespace (see ``holder.session_init.start_init``).
 """
 
 from __future__ import annotations
@@ -20,24 +20,29 @@ from pathlib import Path
 from manager import fastjson
 from manager.changes.model import Layer
 from manager.config import Config
-from manager.engines import overlay_ids
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import first_failure
+from manager.engines.overlay import ids as overlay_ids
+from manager.engines.overlay.holder.names import HANDED_BACK
+from manager.engines.overlay.holder.names import HOLDER_LOG
+from manager.engines.overlay.holder.names import HOLDER_PID
+from manager.engines.overlay.holder.names import HOLDER_PIDNS
+from manager.engines.overlay.holder.names import PREPARE_LOCK
+from manager.engines.overlay.holder.names import SCAFFOLD
+from manager.engines.overlay.holder.names import SKELETON
+from manager.engines.overlay.holder.names import UPPER
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
 from manager.fsutil import write_atomic
 from manager.session.store import Session
 
-ENTER_SCRIPT = Path(__file__).with_name("overlay_enter.sh")
-HOLDER_SCRIPT = Path(__file__).with_name("overlay_holder.py")  # stdlib only: runs with -I
-HOLDER_PIDNS = "holder.pidns"
-HOLDER_PID = "holder.pid"
-HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see hand_back)
+ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
+HOLDER_PROGRAM = Path(__file__).parent   # run by its directory, -I: see __main__.py
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
-NOT_ENTERED = 125  # overlay_enter.sh: the sandbox could not be entered
+NOT_ENTERED = 125  # enter.sh: the sandbox could not be entered
 TRIAL_CHECK = "a call through the entry, in a scratch sandbox"
 TOOLS = ("unshare", "nsenter", "mount")
 
@@ -54,8 +59,7 @@ class OverlayEngine:
         return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
-        from manager.engines import overlay_probe
-
+        from manager.engines.overlay import probe as overlay_probe
         return overlay_probe.checks()
 
     # -- sandbox ------------------------------------------------------------
@@ -65,14 +69,14 @@ class OverlayEngine:
 
     def layers(self, session: Session) -> list[Layer]:
         try:
-            scaffold = frozenset(fastjson.loads((session.sandbox / "scaffold.json").read_text()))
+            scaffold = frozenset(fastjson.loads((session.sandbox / SCAFFOLD).read_text()))
         except (OSError, ValueError):
             scaffold = frozenset()
-        return [Layer(upper=session.sandbox / "upperdir", target=Path("/"), scaffold=scaffold,
+        return [Layer(upper=session.sandbox / UPPER, target=Path("/"), scaffold=scaffold,
                       ids=overlay_ids.review_map(session.sandbox))]
 
     def prepare(self, session: Session) -> None:
-        with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
+        with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
             if holder_pid(session.sandbox) is None:
                 self._start_holder(session)
 
@@ -133,7 +137,7 @@ class OverlayEngine:
 
     def _replace(self, session: Session, pid: int, cwd: str) -> None:
         """A fresh holder, whose new mounts see the real filesystem as it is now."""
-        with locked(session.sandbox / "prepare.lock", timeout=60, what=f"session {session.id}"):
+        with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
             if holder_pid(session.sandbox) == pid:
                 busy = namespace_members(pid)
                 if busy:
@@ -188,12 +192,12 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
         proc.wait()
         raise EngineUnavailable(
             f"the overlay sandbox could not start: {line or 'no answer'} "
-            f"(log: {sandbox / 'holder.log'})",
+            f"(log: {sandbox / HOLDER_LOG})",
             hint="run `workspace doctor` to see what this host supports",
         )
     overlay_ids.record(sandbox, maps)
     as_uid = "" if maps.as_uid is None else f" {maps.as_uid}"
-    # The holder made the session's pid namespace, which calls join (see overlay_enter.sh),
+    # The holder made the session's pid namespace, which calls join (see enter.sh),
     # and pivoted into the sandbox's root: calls take root and namespaces from its init (the
     # holder itself steps into the host's mount namespace for a moment when it refreshes).
     write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]}\n".encode())
@@ -214,27 +218,27 @@ def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:
         return
     if (sandbox / HANDED_BACK).exists() and not skeleton:
         return
-    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), "--hand-back", str(sandbox),
-            str(os.geteuid()), str(os.getegid()), *(["skeleton"] if skeleton else [])]
+    argv = [sys.executable, "-I", str(HOLDER_PROGRAM), "--hand-back", str(sandbox),
+            str(os.geteuid()), str(os.getegid()), *([SKELETON] if skeleton else [])]
     proc, line = _spawn(argv, sandbox, maps)   # mapped as the holder was: its ids are mapped
     proc.wait()
     if line == "ready":
         (sandbox / HANDED_BACK).touch()
     else:
-        with contextlib.suppress(OSError), open(sandbox / "holder.log", "a") as log:
+        with contextlib.suppress(OSError), open(sandbox / HOLDER_LOG, "a") as log:
             log.write(f"hand-back: {line}\n")
 
 
 def _spawn_holder(sandbox: Path, project: str, idle_seconds: float,
                   maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
-    argv = [sys.executable, "-I", str(HOLDER_SCRIPT), str(sandbox), str(idle_seconds), project]
+    argv = [sys.executable, "-I", str(HOLDER_PROGRAM), str(sandbox), str(idle_seconds), project]
     return _spawn(argv, sandbox, maps)
 
 
 def _spawn(argv: list[str], sandbox: Path,
            maps: overlay_ids.IdMaps) -> tuple[subprocess.Popen[bytes], str]:
     """The holder script and its last word: "ready", "maps: why", or why it failed."""
-    log = open(sandbox / "holder.log", "ab")  # noqa: SIM115 - handed to the child
+    log = open(sandbox / HOLDER_LOG, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=log, start_new_session=True, close_fds=True)

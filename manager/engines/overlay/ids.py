@@ -27,13 +27,14 @@ from pathlib import Path
 
 from manager import fastjson
 from manager.changes.meta import IdMap
+from manager.engines.overlay.holder import names
 from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from typing import Final
 
-IDMAP_FILE = "idmap.json"
+IDMAP_FILE = names.IDMAP
 FULL = "full"
 SUBORDINATE = "subordinate"
 SINGLE = "single"

@@ -6,13 +6,13 @@ directory match the host and the shared change model reads the changes. Docker
 mounts the overlay through its local volume driver, podman through ``:O,upperdir=``;
 either way the engine mounts it on the host, so the container needs no
 ``CAP_SYS_ADMIN``. ``$HOME`` and ``/tmp`` are overlaid the same way (rootless podman:
-``$HOME`` entry by entry around podman's storage, :mod:`manager.engines.container_levels`),
-and the host's CA bundle is mounted read-only (:mod:`manager.engines.container_view`); the image is
-``container.image`` or the project's devcontainer (:mod:`manager.engines.container_image`).
+``$HOME`` entry by entry around podman's storage, :mod:`manager.engines.container.levels`),
+and the host's CA bundle is mounted read-only (:mod:`manager.engines.container.view`); the image is
+``container.image`` or the project's devcontainer (:mod:`manager.engines.container.image`).
 Volume mode keeps the overlay inside the engine instead (see
-:mod:`manager.engines.container_upper`). Each call is an ``exec`` through
+:mod:`manager.engines.container.upper`). Each call is an ``exec`` through
 ``container_enter.sh`` (no Python on that path). Every other command goes through
-the engine's CLI client (:mod:`manager.engines.container_cli`), whose typed errors
+the engine's CLI client (:mod:`manager.engines.container.cli`), whose typed errors
 become one clear error here; docker and podman differ only in the two classes at
 the end.
 
@@ -45,23 +45,23 @@ from typing import Any
 
 from manager.changes.model import Layer
 from manager.config import Config
-from manager.engines import container_upper
 from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import Streams
-from manager.engines.container_cli import ContainerClient
-from manager.engines.container_cli import ContainerCommandError
-from manager.engines.container_cli import Labelled
-from manager.engines.container_cli import Started
-from manager.engines.container_probe import resource_name
+from manager.engines.container import upper as container_upper
+from manager.engines.container.base import resource_name
+from manager.engines.container.cli import ContainerClient
+from manager.engines.container.cli import ContainerCommandError
+from manager.engines.container.cli import Labelled
+from manager.engines.container.cli import Started
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
 from manager.session import paths
 from manager.session.store import Session
 
-ENTER_SCRIPT = Path(__file__).with_name("container_enter.sh")
+ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
 PID_FILE = "container.pid"
 LABEL = "org.workspace.session"
 # The state directory that made a container: gc only ever touches its own (engines are shared).
@@ -81,20 +81,17 @@ class ContainerEngine:
     # -- availability -------------------------------------------------------
 
     def health_check(self) -> str | None:
-        from manager.engines import container_probe
-
+        from manager.engines.container import probe as container_probe
         return container_probe.quick_reason(self.cli, self.config["container.image"])
 
     def checks(self) -> list[Check]:
-        from manager.engines import container_probe
-
+        from manager.engines.container import probe as container_probe
         return container_probe.checks(self)
 
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
-        from manager.engines import container_view
-
+        from manager.engines.container import view as container_view
         container_upper.remember_births(session)
         return [Layer(upper=session.sandbox / "upper", target=session.project_path),
                 *container_view.layers(session)]
@@ -177,8 +174,7 @@ class ContainerEngine:
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
-        from manager.engines import container_image
-
+        from manager.engines.container import image as container_image
         image, spec = container_image.choose(self.config, session.project_path)
         container_image.ensure(self.client.path(), image, spec,
                                bool(self.config["container.network"]))
@@ -194,8 +190,7 @@ class ContainerEngine:
               volume: bool) -> tuple[dict[str, Any], list[str]]:
         """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths.
         Also the host directories overlaid besides the project."""
-        from manager.engines import container_view
-
+        from manager.engines.container import view as container_view
         if volume:   # the project alone
             container_view.write_visible(session, [])
             return options, []
@@ -228,8 +223,7 @@ class ContainerEngine:
         return {}
 
     def clear_work(self, session: Session) -> None:
-        from manager.engines import container_view
-
+        from manager.engines.container import view as container_view
         for work in [session.sandbox / "work", *container_view.work_dirs(session)]:
             self.clear_work_dir(work)
 
