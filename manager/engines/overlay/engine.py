@@ -42,6 +42,9 @@ from manager.session.store import Session
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
 HOLDER_PROGRAM = Path(__file__).parent   # run by its directory, -I: see __main__.py
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
+# A fresh holder each time: the real project changing all the time (a build outside writing
+# into it) retires each one soon after it starts.
+ENTRY_RETRIES = 3
 NOT_ENTERED = 125  # enter.sh: the sandbox could not be entered
 TRIAL_CHECK = "a call through the entry, in a scratch sandbox"
 TOOLS = ("unshare", "nsenter", "mount")
@@ -87,13 +90,16 @@ class OverlayEngine:
     def run(self, session: Session, request: RunRequest) -> int:
         request = request.replace(cwd=self._cwd_inside(session, request.cwd))
         status, why = self._enter(session, request)
-        if why is not None:
+        for _ in range(ENTRY_RETRIES):
+            if why is None:
+                return status
             # Not entered, the command never ran: the holder went away between prepare
-            # and entry (idle exit, retired after an outside change). Once more.
+            # and entry (idle exit, retired after an outside change). A fresh one.
             self.prepare(session)
             status, why = self._enter(session, request)
-            if why is not None:
-                raise EngineUnavailable(why, hint="run `workspace doctor` to see what fails")
+        if why is not None:
+            raise EngineUnavailable(why, hint="run `workspace doctor` to see what fails; the "
+                                    f"holder's log: {session.sandbox / 'holder.log'}")
         return status
 
     def _enter(self, session: Session, request: RunRequest) -> tuple[int, str | None]:
