@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -116,6 +117,28 @@ def test_auto_chooses_overlay_before_any_try(ws, project: Path, tmp_path: Path):
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
     assert (session["engine"], session["engine_source"]) == ("overlay", "auto (default)")
     assert not any("try:" in n for n in session["notes"])
+
+
+def test_auto_with_the_real_try_installed_gives_the_users_own_identity(ws, project: Path,
+                                                                      tmp_path: Path):
+    """With binpash/try installed (as setup installs it), auto is the overlay engine: the
+    caller's own uid inside, and an archive with foreign owners unpacks (try runs every
+    command as root: "Cannot change ownership ... Invalid argument")."""
+    if reason := _overlay_works():
+        pytest.skip(f"the overlay engine cannot run here: {reason}")
+    if shutil.which("try") is None:
+        pytest.skip("binpash/try is not installed (scripts/setup.d installs it)")
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "data.txt").write_text("payload\n")
+    archive = project / "foreign.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "--owner=12345", "--group=12345", "-C", str(tree),
+                    "pkg"], check=True)
+    proc = ws("run", "--", "sh", "-c", "id -u && tar xzf foreign.tar.gz && cat pkg/data.txt",
+              check=True)
+    assert proc.stdout == f"{os.geteuid()}\npayload\n", proc.stderr
+    session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
+    assert (session["engine"], session["engine_source"]) == ("overlay", "auto (default)")
 
 
 def test_try_failing_before_the_command_is_reported_with_its_output(ws, project: Path,
