@@ -77,6 +77,9 @@ class ContainerEngine:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.client = ContainerClient(self.cli)
+        from manager.engines import container_remote  # issue 26: a remote engine's location
+
+        self.where = container_remote.connect(self.cli, config) if self.cli else None
 
     # -- availability -------------------------------------------------------
 
@@ -119,7 +122,8 @@ class ContainerEngine:
 
     def _start(self, session: Session) -> None:
         name = self.container_name(session)
-        volume = container_upper.upper_mode(self, session) == "volume"
+        remote = self.where is not None and self.where.remote
+        volume = remote or container_upper.upper_mode(self, session) == "volume"
         with self._engine_errors(session):
             self.client.remove(name)   # left from before (stopped, or its daemon restarted)
             image = self._image(session)
@@ -131,14 +135,24 @@ class ContainerEngine:
                 container_upper.forget_births(session)
             options = container_upper.volume_options(session) if volume else \
                 self.mount_options(*container_upper.mount_paths(session))
+            if remote:   # nothing of this host is mounted: the project goes into a volume
+                from manager.engines import container_remote as remote_mod
+
+                assert self.where is not None
+                remote_mod.mark(session, self.where)
+                remote_mod.ensure_lower(self.client, session, labels)
+                options = remote_mod.volume_options(session, container_upper.volume_name(session),
+                                                    container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             started = self.client.start(image, name, labels,
                                         {**options, **self.identity(), **self.limits()})
             self._require_limits(started)
+            if remote:
+                remote_mod.sync_lower(self.client, session)
             if volume:
-                container_upper.fill_volume(self.client, session, fresh)
+                container_upper.fill_volume(self.client, session, fresh, remote)
             self._make_home(name, session, overlaid)
-        start = procs.start_time(started.pid) if started.pid else None
+        start = procs.start_time(started.pid) if started.pid and not remote else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
         (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
 
@@ -172,8 +186,9 @@ class ContainerEngine:
         except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{exc.stderr.strip()}") from exc
-        # Volume mode's volume: its session is gone, so nothing can read it any more.
+        # Volume mode's volumes: its session is gone, so nothing can read them any more.
         self.client.remove_volume_quietly(resource_name(found.session))
+        self.client.remove_volume_quietly(resource_name(found.session) + "-lower")
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
@@ -343,6 +358,9 @@ class ContainerEngine:
 
     def destroy(self, session: Session) -> None:
         self.release(session)
+        if (session.sandbox / "remote").exists():   # a remote session's copy of the project
+            with self._engine_errors(session):
+                self.client.remove_volume(resource_name(session.id) + "-lower")
         if session.sandbox.exists():
             shutil.rmtree(session.sandbox)
 

@@ -154,7 +154,18 @@ done
 # whatever the command did; the command itself died of the signal we passed on.
 [[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
 
-if [[ ! -e $mark ]]; then
+# A remote engine (issue 26): the mark is in the container's memory, fetched only when it
+# is needed (the final cwd, or whether the command ran at all), to keep one exec per call.
+remote_ran=
+if [[ -e $S/remote ]]; then
+    if [[ -n $OUT || $rc -ge 125 ]]; then
+        "$CLI" exec -u "$U" "$CTR" sh -c 'cat "$1" && rm -f "$1"' sh "/run/ws-calls/$id.m" \
+            >"$mark" 2>/dev/null 8>&- </dev/null || rm -f "$mark"
+    else
+        remote_ran=1   # the exec client reports its own failures as 125 and up
+    fi
+fi
+if [[ -z $remote_ran && ! -e $mark ]]; then
     [[ -n $timed_out || -n $killed ]] || {
         echo "workspace: $(basename "$CLI") could not run the command in container $CTR (exit $rc)" >&2
         rc=125

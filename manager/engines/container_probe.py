@@ -324,6 +324,10 @@ def _remote(cli: str) -> bool:
     host = os.environ.get("DOCKER_HOST" if cli == "docker" else "CONTAINER_HOST", "")
     if host and not host.startswith("unix://"):
         return True
+    from manager.engines import container_remote
+
+    if container_remote.location(cli, Config()).remote:   # the engines' own variables
+        return True
     argv = ([cli, "info", "--format", "{{.OperatingSystem}}"] if cli == "docker"
             else [cli, "info", "--format", "{{.Host.ServiceIsRemote}}"])
     rc, text = _call(argv, timeout=15)
