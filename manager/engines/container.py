@@ -177,12 +177,17 @@ class ContainerEngine:
         Through the CLI, not python-on-whales: gc should not pay its import.
         An engine that is missing or does not answer has none.
         """
-        return self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
+        found = self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
+        from manager.engines import container_remote  # volumes a remote session left behind
+
+        return found + container_remote.orphan_volumes(self.client, self.name, found,
+                                                       STATE_LABEL, str(paths.state_home()))
 
     def remove_orphan(self, found: Labelled) -> None:
         """Remove a container whose session record is gone (its upper dir went with it)."""
         try:
-            self.client.remove_container(found.id)
+            if found.id:   # "": volumes alone (container_remote.orphan_volumes)
+                self.client.remove_container(found.id)
         except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{exc.stderr.strip()}") from exc

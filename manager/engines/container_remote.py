@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +29,10 @@ from typing import IO
 from typing import TYPE_CHECKING
 
 from manager.config import Config
+from manager.engines.base import Check
 from manager.engines.container_cli import ContainerClient
 from manager.engines.container_cli import ContainerCommandError
+from manager.engines.container_cli import Labelled
 from manager.engines.container_probe import resource_name
 from manager.errors import EngineUnavailable
 from manager.fsutil import write_json_atomic
@@ -253,8 +257,6 @@ def _pack(project: Path, names: list[str], stream: IO[bytes]) -> int:
 
 def latency(cli: str, rounds: int = 3) -> float:
     """The engine's round trip in seconds (best of ``rounds`` of its cheapest request)."""
-    import subprocess
-
     argv = [cli, "version", "--format", "{{.Server.Version}}"]
     best = float("inf")
     for _ in range(rounds):
@@ -266,18 +268,33 @@ def latency(cli: str, rounds: int = 3) -> float:
     return best
 
 
-def orphan_volumes(client: ContainerClient, state_label: str, state: str,
-                   session_label: str) -> list[tuple[str, str]]:
-    """(volume, session) of this state directory's volumes, for gc to weigh."""
-    argv = [client.path(), "volume", "ls", "--filter", f"label={state_label}={state}",
+def orphan_volumes(client: ContainerClient, engine: str, containers: list[Labelled],
+                   state_label: str, state: str) -> list[Labelled]:
+    """This state directory's volumes whose session has no container (id ""), for gc."""
+    if not shutil.which(client.cli):
+        return []
+    argv = [client.cli, "volume", "ls", "--filter", f"label={state_label}={state}",
             "--format", "{{.Name}}"]
     try:
         names = client.run(argv, timeout=30).split()
-    except ContainerCommandError:
+    except (ContainerCommandError, subprocess.TimeoutExpired):
         return []
-    found = []
-    for name in names:
-        session = name.removeprefix("workspace-").removesuffix("-lower")
-        if name.startswith("workspace-"):
-            found.append((name, session))
-    return found
+    held = {found.session for found in containers}
+    sessions = {name.removeprefix("workspace-").removesuffix("-lower") for name in names
+                if name.startswith("workspace-")}
+    return [Labelled(engine, "", f"volumes of {session}", session)
+            for session in sorted(sessions - held)]
+
+
+def check(cli: str, config: Config) -> Check:
+    """doctor: which engine, where, and its round trip."""
+    where = location(cli, config)
+    try:
+        seconds = latency(cli)
+    except (EngineUnavailable, subprocess.TimeoutExpired) as exc:
+        return Check("engine location", False, f"{where.describe()}: {exc}",
+                     "check the host, context or connection named (container.host, "
+                     "DOCKER_HOST, DOCKER_CONTEXT, CONTAINER_HOST)")
+    kind = "remote: the project is sent in, changes streamed back" if where.remote else "local"
+    return Check("engine location", True,
+                 f"{cli} at {where.describe()} ({kind}); round trip {seconds * 1000:.0f} ms")
