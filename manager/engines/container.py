@@ -45,6 +45,7 @@ from typing import Any
 
 from manager.changes.model import Layer
 from manager.config import Config
+from manager.engines import container_remote
 from manager.engines import container_upper
 from manager.engines import procs
 from manager.engines.base import Check
@@ -77,8 +78,6 @@ class ContainerEngine:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.client = ContainerClient(self.cli)
-        from manager.engines import container_remote  # issue 26: a remote engine's location
-
         self.where = container_remote.connect(self.cli, config) if self.cli else None
 
     # -- availability -------------------------------------------------------
@@ -136,19 +135,17 @@ class ContainerEngine:
             options = container_upper.volume_options(session) if volume else \
                 self.mount_options(*container_upper.mount_paths(session))
             if remote:   # nothing of this host is mounted: the project goes into a volume
-                from manager.engines import container_remote as remote_mod
-
                 assert self.where is not None
-                remote_mod.mark(session, self.where)
-                remote_mod.ensure_lower(self.client, session, labels)
-                options = remote_mod.volume_options(session, container_upper.volume_name(session),
+                container_remote.mark(session, self.where)
+                container_remote.ensure_lower(self.client, session, labels)
+                options = container_remote.volume_options(session, container_upper.volume_name(session),
                                                     container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             started = self.client.start(image, name, labels,
                                         {**options, **self.identity(), **self.limits()})
             self._require_limits(started)
             if remote:
-                remote_mod.sync_lower(self.client, session)
+                container_remote.sync_lower(self.client, session)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh, remote)
             self._make_home(name, session, overlaid)
@@ -178,8 +175,6 @@ class ContainerEngine:
         An engine that is missing or does not answer has none.
         """
         found = self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
-        from manager.engines import container_remote  # volumes a remote session left behind
-
         return found + container_remote.orphan_volumes(self.client, self.name, found,
                                                        STATE_LABEL, str(paths.state_home()))
 
@@ -193,7 +188,7 @@ class ContainerEngine:
                                  f"{exc.stderr.strip()}") from exc
         # Volume mode's volumes: its session is gone, so nothing can read them any more.
         self.client.remove_volume_quietly(resource_name(found.session))
-        self.client.remove_volume_quietly(resource_name(found.session) + "-lower")
+        self.client.remove_volume_quietly(container_remote.lower_volume_name(found.session))
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
@@ -365,7 +360,7 @@ class ContainerEngine:
         self.release(session)
         if (session.sandbox / "remote").exists():   # a remote session's copy of the project
             with self._engine_errors(session):
-                self.client.remove_volume(resource_name(session.id) + "-lower")
+                self.client.remove_volume(container_remote.lower_volume_name(session.id))
         if session.sandbox.exists():
             shutil.rmtree(session.sandbox)
 

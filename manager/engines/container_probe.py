@@ -286,7 +286,7 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
             _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
         _call([engine.cli, "volume", "rm", resource_name(session.name),
-               resource_name(session.name) + "-lower"], timeout=30)   # -lower: remote's copy
+               f"workspace-lower-{session.name}"], timeout=30)   # a remote engine's copy
         sandbox = session / "sandbox"   # the project's work dir, and $HOME's and /tmp's
         for work in [sandbox / "work", *sorted(sandbox.glob(f"{WORKS}/*"))]:
             with contextlib.suppress(WorkspaceError):

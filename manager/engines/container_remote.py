@@ -112,8 +112,14 @@ def connect(cli: str, config: Config) -> Location:
 # -- the session's container ------------------------------------------------------
 
 
+def lower_volume_name(session_id: str) -> str:
+    """The project's volume. Not the upper volume's name plus a suffix: podman finds a
+    volume by a prefix of its name, so removing the one would remove the other."""
+    return f"workspace-lower-{session_id}"
+
+
 def lower_volume(session: Session) -> str:
-    return resource_name(session.id) + "-lower"
+    return lower_volume_name(session.id)
 
 
 def mark(session: Session, where: Location) -> None:
@@ -280,7 +286,7 @@ def orphan_volumes(client: ContainerClient, engine: str, containers: list[Labell
     except (ContainerCommandError, subprocess.TimeoutExpired):
         return []
     held = {found.session for found in containers}
-    sessions = {name.removeprefix("workspace-").removesuffix("-lower") for name in names
+    sessions = {name.removeprefix("workspace-").removeprefix("lower-") for name in names
                 if name.startswith("workspace-")}
     return [Labelled(engine, "", f"volumes of {session}", session)
             for session in sorted(sessions - held)]
