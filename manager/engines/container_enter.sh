@@ -38,6 +38,13 @@ fallback() {
         ${T:+--timeout "$T"} -c "$CMD"
 }
 
+# A remote engine (issue 26): where it is, as prepare found it (the caller's shell, e.g. the
+# agent's, need not name it). One VAR=value a line: DOCKER_HOST, CONTAINER_HOST, ..._CONTEXT.
+if [[ -r $S/engine.env ]]; then
+    unset DOCKER_HOST DOCKER_CONTEXT CONTAINER_HOST CONTAINER_CONNECTION
+    while IFS= read -r kv; do [[ $kv == *=* ]] && export "${kv?}"; done <"$S/engine.env"
+fi
+
 # The container's init by host pid and start time, as prepare recorded them
 # (pid 0: the engine runs in a VM, nothing to check on this host).
 read -r pid start 2>/dev/null <"$S/container.pid" || fallback

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 SETTING = "container.host"
 MARK = "remote"                  # in the sandbox: the session runs remotely (entry script reads it)
+ENGINE_ENV = "engine.env"        # in the sandbox: VAR=value naming the engine, for the entry script
 MANIFEST = "lower.manifest"      # {"token": the lower volume's, "entries": {rel: [mtime, size, mode]}}
 SYNC_STATS = "lower.sync.json"   # the last sync: what was sent and how long it took
 TOKEN_LABEL = "org.workspace.sync"
@@ -123,6 +124,10 @@ def lower_volume(session: Session) -> str:
 
 
 def mark(session: Session, where: Location) -> None:
+    """Say the session runs remotely, and where: the entry script reads ``engine.env``."""
+    host_var, context_var = VARIABLES[where.cli]
+    variable = host_var if where.kind == "host" else context_var
+    (session.sandbox / ENGINE_ENV).write_text(f"{variable}={where.value}\n")
     (session.sandbox / MARK).write_text(f"{where.cli} {where.describe()}\n")
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from manager import config
+from manager.engines import registry
+from manager.engines.base import RunRequest
 from manager.session import paths
 from manager.session import store
 from tests.conftest import Runner
@@ -67,6 +70,8 @@ def remote(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     url = request.getfixturevalue(f"remote_{cli}_url")
     folder = tempfile.mkdtemp(prefix="wsproxy.", dir="/tmp")
     proxy = CuttingProxy(url.removeprefix("unix://"), f"{folder}/engine.sock")
+    for variable in ("DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "CONTAINER_CONNECTION"):
+        monkeypatch.delenv(variable, raising=False)   # an engine made here sets one: undone
     monkeypatch.setenv("WORKSPACE_ENGINE", cli)
     monkeypatch.setenv("WORKSPACE_CONTAINER__HOST", f"unix://{proxy.path}")
     found = Remote(cli, url, proxy)
@@ -114,8 +119,18 @@ def test_run_review_commit_discard(remote: Remote, ws: Runner, project: Path, tm
     assert [row["where"] for row in rows] == [f"unix://{remote.proxy.path}"]
 
 
-def test_conflict_is_detected(remote: Remote, ws: Runner, project: Path):
+def test_lean_entry_and_conflict(remote: Remote, ws: Runner, project: Path):
     ws("run", "-c", "echo sandbox > README.txt", check=True)
+    # The plugin runs the entry script in the agent's shell, which names no engine: the
+    # session's sandbox says where its engine is.
+    engine = registry.make(remote.cli, config.load(project))
+    argv = engine.entry_argv(session_of(project), RunRequest("echo lean > lean.txt; pwd",
+                                                             str(project)))
+    bare = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"]}
+    proc = subprocess.run(argv, env=bare, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, f"{project}\n"), proc.stderr
+    assert status(ws) == {str(project / "README.txt"): "modified",
+                          str(project / "lean.txt"): "added"}
     (project / "README.txt").write_text("host\n")
     proc = ws("commit")
     assert proc.returncode != 0 and "conflict" in (proc.stdout + proc.stderr).lower()
