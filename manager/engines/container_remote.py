@@ -83,8 +83,10 @@ def location(cli: str, config: Config) -> Location:
     host_var, context_var = VARIABLES.get(cli, ("", ""))
     if os.environ.get(host_var):
         return Location(cli, "host", os.environ[host_var])
-    if os.environ.get(context_var) and os.environ[context_var] != "default":
-        return Location(cli, "context", os.environ[context_var])
+    if os.environ.get(context_var):   # "default": the local engine, whatever `context use` said
+        chosen = os.environ[context_var]
+        return Location(cli, "local", "") if chosen == "default" else \
+            Location(cli, "context", chosen)
     current = _docker_current_context() if cli == "docker" else ""
     return Location(cli, "context", current) if current else Location(cli, "local", "")
 

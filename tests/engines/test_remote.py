@@ -111,10 +111,14 @@ def test_run_review_commit_discard(remote: Remote, ws: Runner, project: Path, tm
     ws("discard", "--yes", check=True)
     assert status(ws) == {}
     assert (project / "src/f0.txt").read_text() == "0\n"
-    # The next container sees the committed files: only what changed was sent again.
-    assert ws("run", "--", "cat", "new.txt", "src/f0.txt", check=True).stdout == "hi\n0\n"
+    # The next container sees the committed files and a file removed on the host meanwhile:
+    # only what changed was sent again.
+    (project / "src/f1.txt").unlink()
+    out = ws("run", "-c", "cat new.txt src/f0.txt; test ! -e src/f1.txt && echo gone",
+             check=True).stdout
+    assert out == "hi\n0\ngone\n"
     sync = json.loads((session_of(project).sandbox / "lower.sync.json").read_text())
-    assert not sync["full"] and 0 < sync["sent"] < sync["entries"] / 2
+    assert not sync["full"] and 0 < sync["sent"] < sync["entries"] / 2 and sync["deleted"] == 1
     rows = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"]
     assert [row["where"] for row in rows] == [f"unix://{remote.proxy.path}"]
 
