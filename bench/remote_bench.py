@@ -140,8 +140,10 @@ def many(root: Path, env: dict[str, str], sessions: int, calls: int) -> dict[str
 
 def container_memory(env: dict[str, str], sessions: list[store.Session]) -> float:
     names = [f"workspace-{s.id}" for s in sessions]
+    if env.get("WORKSPACE_CONTAINER__HOST"):   # the CLI asked directly: name its engine
+        env = dict(env, DOCKER_HOST=env["WORKSPACE_CONTAINER__HOST"])
     out = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", *names],
-                         env=env, capture_output=True, text=True, check=True).stdout
+                         env=env, capture_output=True, text=True, check=False).stdout
     units = {"KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "B": 1 / 2**20}
     total = 0.0
     for line in out.splitlines():
@@ -160,9 +162,10 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--remote-only", action="store_true")
     args = ap.parse_args()
     results: dict[str, object] = {}
-    for label, url in (("local", None), ("remote", args.remote)):
+    for label, url in (("local", None), ("remote", args.remote))[1 if args.remote_only else 0:]:
         root = Path(tempfile.mkdtemp(prefix=f"ws-rbench-{label}-"))
         try:
             with target(url, root) as env:
