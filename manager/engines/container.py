@@ -29,6 +29,9 @@ Sandbox layout::
     running/            the calls' host-side records ("PID START" of the entry script)
     container.pid       "PID START" of the container's init on the host (the lean path's check)
     container.lock      flock held while a container is created or removed
+    remote engine.env   a remote engine (container_remote): where it is, for sessions and the
+    lower.manifest      entry script; what the project's volume holds; the last sync's cost
+    lower.sync.json
 """
 
 from __future__ import annotations
