@@ -38,7 +38,8 @@ env_name = paths.env_name      # the rule lives in session/paths.py (the hooks u
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
 # try.path runs a program, image, upper dir), or open the network.
 TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
-                            "container.image", "container.network", "container.upper"))
+                            "container.image", "container.network", "container.upper",
+                            "container.host"))
 
 
 class Option(Value):
@@ -75,6 +76,9 @@ SCHEMA: dict[str, Option] = {
                               "upper dir on the host), volume (a volume inside the engine, for "
                               "engines in a VM), auto (host where it works)",
                               ("auto", "host", "volume")),
+    "container.host": Option(str, "", "the engine to run container sessions on: a host URL "
+                             "(unix://, tcp://, ssh://; DOCKER_HOST/CONTAINER_HOST) or a docker "
+                             "context / podman connection name (empty: the client's own choice)"),
     # Guard rails (docs/guardrails.md): the diff budget checked at Stop ...
     "budget.enabled": Option(bool, True, "check the diff budget at Stop/SubagentStop"),
     "budget.limit": Option(int, 300, "changes allowed since the baseline before Stop blocks"),

@@ -29,6 +29,9 @@ Sandbox layout::
     running/            the calls' host-side records ("PID START" of the entry script)
     container.pid       "PID START" of the container's init on the host (the lean path's check)
     container.lock      flock held while a container is created or removed
+    remote engine.env   a remote engine (container_remote): where it is, for sessions and the
+    lower.manifest      entry script; what the project's volume holds; the last sync's cost
+    lower.sync.json
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from manager.engines import procs
 from manager.engines.base import Check
 from manager.engines.base import RunRequest
 from manager.engines.base import Streams
+from manager.engines.container import remote as container_remote
 from manager.engines.container import upper as container_upper
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
@@ -77,6 +81,7 @@ class ContainerEngine:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.client = ContainerClient(self.cli)
+        self.where = container_remote.connect(self.cli, config) if self.cli else None
 
     # -- availability -------------------------------------------------------
 
@@ -116,7 +121,8 @@ class ContainerEngine:
 
     def _start(self, session: Session) -> None:
         name = self.container_name(session)
-        volume = container_upper.upper_mode(self, session) == "volume"
+        remote = self.where is not None and self.where.remote
+        volume = remote or container_upper.upper_mode(self, session) == "volume"
         with self._engine_errors(session):
             self.client.remove(name)   # left from before (stopped, or its daemon restarted)
             image = self._image(session)
@@ -128,14 +134,22 @@ class ContainerEngine:
                 container_upper.forget_births(session)
             options = container_upper.volume_options(session) if volume else \
                 self.mount_options(*container_upper.mount_paths(session))
+            if remote:   # nothing of this host is mounted: the project goes into a volume
+                assert self.where is not None
+                container_remote.mark(session, self.where)
+                container_remote.ensure_lower(self.client, session, labels)
+                options = container_remote.volume_options(session, container_upper.volume_name(session),
+                                                    container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             started = self.client.start(image, name, labels,
                                         {**options, **self.identity(), **self.limits()})
             self._require_limits(started)
+            if remote:
+                container_remote.sync_lower(self.client, session)
             if volume:
-                container_upper.fill_volume(self.client, session, fresh)
+                container_upper.fill_volume(self.client, session, fresh, remote)
             self._make_home(name, session, overlaid)
-        start = procs.start_time(started.pid) if started.pid else None
+        start = procs.start_time(started.pid) if started.pid and not remote else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
         (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
 
@@ -160,17 +174,21 @@ class ContainerEngine:
         Through the CLI, not python-on-whales: gc should not pay its import.
         An engine that is missing or does not answer has none.
         """
-        return self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
+        found = self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
+        return found + container_remote.orphan_volumes(self.client, self.name, found,
+                                                       STATE_LABEL, str(paths.state_home()))
 
     def remove_orphan(self, found: Labelled) -> None:
         """Remove a container whose session record is gone (its upper dir went with it)."""
         try:
-            self.client.remove_container(found.id)
+            if found.id:   # "": volumes alone (container_remote.orphan_volumes)
+                self.client.remove_container(found.id)
         except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{exc.stderr.strip()}") from exc
-        # Volume mode's volume: its session is gone, so nothing can read it any more.
+        # Volume mode's volumes: its session is gone, so nothing can read them any more.
         self.client.remove_volume_quietly(resource_name(found.session))
+        self.client.remove_volume_quietly(container_remote.lower_volume_name(found.session))
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
@@ -337,6 +355,9 @@ class ContainerEngine:
 
     def destroy(self, session: Session) -> None:
         self.release(session)
+        if (session.sandbox / "remote").exists():   # a remote session's copy of the project
+            with self._engine_errors(session):
+                self.client.remove_volume(container_remote.lower_volume_name(session.id))
         if session.sandbox.exists():
             shutil.rmtree(session.sandbox)
 

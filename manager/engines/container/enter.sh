@@ -38,6 +38,13 @@ fallback() {
         ${T:+--timeout "$T"} -c "$CMD"
 }
 
+# A remote engine (issue 26): where it is, as prepare found it (the caller's shell, e.g. the
+# agent's, need not name it). One VAR=value a line: DOCKER_HOST, CONTAINER_HOST, ..._CONTEXT.
+if [[ -r $S/engine.env ]]; then
+    unset DOCKER_HOST DOCKER_CONTEXT CONTAINER_HOST CONTAINER_CONNECTION
+    while IFS= read -r kv; do [[ $kv == *=* ]] && export "${kv?}"; done <"$S/engine.env"
+fi
+
 # The container's init by host pid and start time, as prepare recorded them
 # (pid 0: the engine runs in a VM, nothing to check on this host).
 read -r pid start 2>/dev/null <"$S/container.pid" || fallback
@@ -154,7 +161,18 @@ done
 # whatever the command did; the command itself died of the signal we passed on.
 [[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
 
-if [[ ! -e $mark ]]; then
+# A remote engine (issue 26): the mark is in the container's memory, fetched only when it
+# is needed (the final cwd, or whether the command ran at all), to keep one exec per call.
+remote_ran=
+if [[ -e $S/remote ]]; then
+    if [[ -n $OUT || $rc -ge 125 ]]; then
+        "$CLI" exec -u "$U" "$CTR" sh -c 'cat "$1" && rm -f "$1"' sh "/run/ws-calls/$id.m" \
+            >"$mark" 2>/dev/null 8>&- </dev/null || rm -f "$mark"
+    else
+        remote_ran=1   # the exec client reports its own failures as 125 and up
+    fi
+fi
+if [[ -z $remote_ran && ! -e $mark ]]; then
     [[ -n $timed_out || -n $killed ]] || {
         echo "workspace: $(basename "$CLI") could not run the command in container $CTR (exit $rc)" >&2
         rc=125

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from manager.config import Config
 from manager.engines.base import Check
 from manager.engines.container.base import ContainerEngine
 from manager.engines.container.base import resource_name
@@ -90,7 +91,7 @@ def checks(engine: ContainerEngine) -> list[Check]:
     found = shutil.which(cli)
     result = [Check("engine found", found is not None, found or f"{cli} not on PATH",
                     INSTALL_FIX[cli])]
-    steps = (_whales, _daemon, _image, _overlay, _sandboxed_call)
+    steps = (_whales, _daemon, _location, _image, _overlay, _sandboxed_call)
     for step in steps:
         if not all(c.ok for c in result):
             result.append(Check(step.__doc__ or step.__name__, False, NOT_CHECKED,
@@ -125,6 +126,13 @@ def _daemon(engine: ContainerEngine, cli: str, image: str) -> Check:
     return Check("daemon reachable", ok, f"version {text}" if ok else text, DAEMON_FIX[cli])
 
 
+def _location(engine: ContainerEngine, cli: str, image: str) -> Check:
+    """engine location"""
+    from manager.engines.container import remote as container_remote
+
+    return container_remote.check(cli, engine.config)
+
+
 def _image(engine: ContainerEngine, cli: str, image: str) -> Check:
     """image present"""
     rc, text = _call([cli, "image", "inspect", "--format", "{{.Id}}", image])
@@ -134,6 +142,8 @@ def _image(engine: ContainerEngine, cli: str, image: str) -> Check:
 
 def _overlay(engine: ContainerEngine, cli: str, image: str) -> Check:
     """overlay mounts work"""
+    if _remote(cli):   # volume mode: the engine mounts its own overlay (the call below shows it)
+        return Check("overlay mounts work", True, "not used: a remote engine mounts its own")
     root = Path(tempfile.mkdtemp(prefix="workspace-probe-"))
     try:
         return _overlay_in(engine, cli, image, root)
@@ -200,6 +210,9 @@ def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
         detail = f"exit {proc.returncode}: " + (" ".join(text[-3:]) if text else "no output")
         return Check(name, False, detail, WHALES_FIX if "python-on-whales" in detail
                      else CALL_FIX)
+    if _remote(engine.cli):   # the changes are in the engine: status exports them here
+        subprocess.run([sys.executable, "-m", "manager", "status"], cwd=project, env=env,
+                       capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     uppers = list((root / "state").glob("workspace/sessions/*/sandbox/upper"))
     new = uppers[0] / "new.txt" if uppers else None
     problems = [what for what, bad in (
@@ -252,7 +265,8 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
         if ids:
             _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
-        _call([engine.cli, "volume", "rm", resource_name(session.name)], timeout=30)
+        _call([engine.cli, "volume", "rm", resource_name(session.name),
+               f"workspace-lower-{session.name}"], timeout=30)   # a remote engine's copy
         sandbox = session / "sandbox"   # the project's work dir, and $HOME's and /tmp's
         for work in [sandbox / "work", *sorted(sandbox.glob(f"{WORKS}/*"))]:
             with contextlib.suppress(WorkspaceError):
@@ -302,6 +316,10 @@ def _remote(cli: str) -> bool:
     """The engine runs elsewhere (a VM, another machine): host paths are not its paths."""
     host = os.environ.get("DOCKER_HOST" if cli == "docker" else "CONTAINER_HOST", "")
     if host and not host.startswith("unix://"):
+        return True
+    from manager.engines.container import remote as container_remote
+
+    if container_remote.location(cli, Config()).remote:   # the engines' own variables
         return True
     argv = ([cli, "info", "--format", "{{.OperatingSystem}}"] if cli == "docker"
             else [cli, "info", "--format", "{{.Host.ServiceIsRemote}}"])

@@ -103,7 +103,8 @@ def volume_options(session: Session) -> dict[str, Any]:
             **VOLUME_SECURITY}
 
 
-def fill_volume(client: ContainerClient, session: Session, fresh: bool) -> None:
+def fill_volume(client: ContainerClient, session: Session, fresh: bool,
+                remote: bool = False) -> None:
     """Push the host's upper into a fresh volume (then mark it), and mount the overlay."""
     if fresh:
         push_upper(client, session)
@@ -111,7 +112,8 @@ def fill_volume(client: ContainerClient, session: Session, fresh: bool) -> None:
     # The overlay's root is the upper dir's root: it takes the project's owner and mode,
     # or a caller who is not root could not write in the project's top directory.
     upper = f"{VOLUME_MOUNT}/upper"
-    mount = (f'chown --reference={LOWER_MOUNT} {upper} && '
+    mount = ((f"mount -o remount,bind,ro {LOWER_MOUNT} && " if remote else "") +   # its copy
+             f'chown --reference={LOWER_MOUNT} {upper} && '
              f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
              f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
              f'workdir={VOLUME_MOUNT}/work "$1"')

@@ -99,7 +99,7 @@ class OverlayEngine:
             status, why = self._enter(session, request)
         if why is not None:
             raise EngineUnavailable(why, hint="run `workspace doctor` to see what fails; the "
-                                    f"holder's log: {session.sandbox / 'holder.log'}")
+                                    f"holder's log: {session.sandbox / HOLDER_LOG}")
         return status
 
     def _enter(self, session: Session, request: RunRequest) -> tuple[int, str | None]:
