@@ -273,7 +273,9 @@ class Builder:
                 self.log.append(f"{real}: cannot bind ({error}); an empty file in the sandbox")
 
     def entry(self, path: str) -> None:
-        if path in PASSTHROUGH:
+        if path == "/dev":   # roothard: no host device inside (overlay_kernel)
+            _kernel_module().minimal_dev(str(self.at(self.root, path)))
+        elif path in PASSTHROUGH:
             self.bind(path)  # recursive: covers /dev/pts, /sys/fs/cgroup, ...
         elif self.has_mounts_below(path):
             self.level(path)
@@ -764,6 +766,14 @@ def _level_watch(log: list[str]) -> LevelWatch | None:
     return watch
 
 
+def _kernel_module() -> ModuleType:
+    _own_directory()
+    import overlay_kernel  # type: ignore[import-not-found,unused-ignore]
+
+    module: ModuleType = overlay_kernel
+    return module
+
+
 def _levels_module() -> ModuleType:
     _own_directory()
     import overlay_levels  # type: ignore[import-not-found,unused-ignore]
@@ -849,6 +859,8 @@ def enter_namespaces(pid_namespace: bool = False) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    if pid_namespace and os.geteuid() == 0:   # roothard: /proc, /sys locked read-only inside
+        _kernel_module().lock_host_views()
     flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
