@@ -89,7 +89,7 @@ read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
 [[ $ns_holder == "$pid" && -n $init ]] && view=$init
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
-{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt"; } 2>/dev/null ||
+{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
     fallback "$gone"
 # Still the holder's child (so the init, not a process that got its pid): those are its.
 if [[ $view != "$pid" ]]; then
@@ -138,7 +138,7 @@ fi
 # is then a pipe to this script (no host file), closed for the command itself (bash keeps
 # a close-on-exec copy for the trap).
 enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
-    --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
+    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
     unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
     ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '

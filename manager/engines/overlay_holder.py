@@ -57,6 +57,7 @@ OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
@@ -862,6 +863,7 @@ def enter_namespaces(pid_namespace: bool = False) -> None:
     if pid_namespace and os.geteuid() == 0:   # roothard: /proc, /sys locked read-only inside
         _kernel_module().lock_host_views()
     flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+    flags |= CLONE_NEWIPC if pid_namespace else 0   # roothard: not the host's SysV IPC objects
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     print("userns", flush=True)

@@ -7,7 +7,8 @@ other interface is only opened and closed (no device is read or written; no watc
 The "undo_*" probes first try to remove a mask (each in a child process with a mount
 namespace of its own when it may make one), then try what the mask covers.
 
-argv: the host's block devices and other device nodes to try, as /dev paths.
+argv: the host's IPC namespace (as /proc/self/ns/ipc names it), then the host's block
+devices and other device nodes to try, as /dev paths.
 """
 
 import ctypes
@@ -135,8 +136,16 @@ def in_child(action):
     return run
 
 
-def probes(devices):
+def same_ipc(host):
+    def attempt():
+        if os.readlink("/proc/self/ns/ipc") != host:
+            raise OSError(0, "an IPC namespace of the sandbox's own")
+    return attempt
+
+
+def probes(host_ipc, devices):
     found = {
+        "sysv_ipc": same_ipc(host_ipc),
         "sysctl_rewrite": sysctl_rewrite,
         "sysctl_core_pattern": lambda: opened("/proc/sys/kernel/core_pattern"),
         "sysctl_drop_caches": lambda: opened("/proc/sys/vm/drop_caches"),
@@ -158,7 +167,7 @@ def probes(devices):
 
 def main():
     results = {}
-    for name, probe in probes(sys.argv[1:]).items():
+    for name, probe in probes(sys.argv[1], sys.argv[2:]).items():
         try:
             probe()
             results[name] = "reached"

@@ -12,7 +12,6 @@ mapping: the command is the namespace's root with every capability in it).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path

@@ -2,7 +2,8 @@
 interface that checks only the owner. Run as root the namespace maps every id to itself,
 so a command is the host's uid 0: without the locked read-only /proc and /sys and the
 minimal /dev (manager/engines/overlay_kernel.py) it writes sysctls (core_pattern runs a
-program as the host's root), sysfs and cgroup files, and opens /dev/kmsg.
+program as the host's root), sysfs and cgroup files, and opens /dev/kmsg; without an IPC
+namespace of the sandbox's own it reaches the host's SysV IPC objects (root's, as root).
 
 One probe run (kernel_probe.py) per account and id layout, shared by the tests: as root;
 as the ordinary user with its subordinate ids (a command is the user, no capabilities);
@@ -35,7 +36,7 @@ CHAR_DEVICES = ("/dev/kmsg", "/dev/mem", "/dev/kvm", "/dev/tty0", "/dev/loop-con
                 "/dev/fuse", "/dev/hwrng")
 REACH = ["sysctl_rewrite", "sysctl_core_pattern", "sysctl_drop_caches", "sysrq_trigger",
          "sysfs_attribute", "cgroup_procs", "dev_kmsg", "host_devices", "mknod_device",
-         "undo_proc", "fresh_proc", "undo_sys", "undo_dev"]
+         "undo_proc", "fresh_proc", "undo_sys", "undo_dev", "sysv_ipc"]
 MASKS = ["remount_proc_writable", "remount_sys_writable"]
 HOST_VALUES = ("/proc/sys/kernel/hostname", "/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -76,7 +77,7 @@ def reach(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} if layout == "single" else {}
         before = _host_values()
         proc = account.run([account.python, "-m", "manager", "run", "--", PYTHON, "-I", "-S",
-                            "-c", PROBE, *_host_devices()], env=env)
+                            "-c", PROBE, os.readlink("/proc/self/ns/ipc"), *_host_devices()], env=env)
         assert proc.returncode == 0, proc.stderr
         maps = overlay_ids.recorded(account.sandbox())
         yield Reach(account, layout, json.loads(proc.stdout.splitlines()[-1]), before, maps)
