@@ -89,7 +89,7 @@ read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
 [[ $ns_holder == "$pid" && -n $init ]] && view=$init
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
-{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt"; } 2>/dev/null ||
+{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
     fallback "$gone"
 # Still the holder's child (so the init, not a process that got its pid): those are its.
 if [[ $view != "$pid" ]]; then
@@ -115,10 +115,13 @@ fi
 # nsenter forks the call into it and waits: the call's shell gets SIGKILL when nsenter
 # dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
 # the session's init, which ends it (an orphan of nsenter itself would go to the host's).
-pidns=() per_call=(--pid --fork --kill-child) with_parent=()
+pidns=() per_call=(--pid --fork --kill-child) with_parent=() proc=(--mount-proc) ro_proc=
 if [[ $ns_holder == "$pid" ]]; then
     { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
     pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
+    # Run as root, the holder's /proc is locked read-only (holder/kernel.py): the kernel
+    # lets no proc be mounted inside but a read-only one.
+    ((EUID == 0)) && proc=() ro_proc=1
 fi
 
 # In the sandbox's user, mount and pid namespaces (VIEW's; root and cwd are the overlay's:
@@ -135,10 +138,14 @@ fi
 # is then a pipe to this script (no host file), closed for the command itself (bash keeps
 # a close-on-exec copy for the trap).
 enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
-    --mount=/proc/self/fd/96 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
-    unshare "${per_call[@]}" --mount-proc --propagation unchanged
+    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
+    unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
     ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '
+if [[ -n $3 ]] && ! mount -t proc -o ro,nosuid,nodev,noexec proc /proc; then
+    printf "workspace: cannot mount /proc in the sandbox\n" >&2
+    exit 125
+fi
 for __ws_fd in /proc/self/fd/*; do
     __ws_fd=${__ws_fd##*/}
     [[ $__ws_fd == +([0-9]) ]] && ((__ws_fd > 2 && __ws_fd != 97)) && { exec {__ws_fd}>&-; } 2>/dev/null
@@ -149,7 +156,7 @@ if ! cd -- "$1" 2>/dev/null; then
 fi
 unset WORKSPACE_NO_FALLBACK __ws_fd
 __ws_cmd=$2
-shift 2
+shift 3
 # Not in this shell: as a per-call pid namespace'"'"'s init it would ignore the signals
 # (TERM, INT, HUP) that a caller sends to stop the command.
 # Job control: the command runs in a process group of its own, so `kill 0` in it
@@ -160,7 +167,7 @@ set -m
     { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
     eval "unset __ws_cmd; $__ws_cmd" 97>&-
 )
-exit $?' /bin/bash "$CWD" "$CMD")
+exit $?' /bin/bash "$CWD" "$CMD" "$ro_proc")
 shopt -s execfail
 if [[ -z $OUT ]]; then
     exec "${enter[@]}"

@@ -31,24 +31,28 @@ def checks() -> list[Check]:
         if userns.ok:
             result.append(_overlay_in_userns())
     if all(c.ok for c in result):
-        result.append(trial())
+        reach: list[str] = []
+        result.append(trial(reach))
         result.append(identity())
-        result.append(boundary())
+        result.append(boundary(reach if result[-2].ok else "the trial call failed"))
     return result
 
 
-def boundary() -> Check:
-    """What the boundary holds for this account: as root, a command inside is the host's
-    uid 0, whom the kernel's own files check by owner alone."""
-    if os.geteuid() != 0:
-        return Check(BOUNDARY_CHECK, True, "writes anywhere are held for review; no handle "
-                     "to the host's filesystem inside")
+def boundary(reach: list[str] | str) -> Check:
+    """Which host kernel interfaces a command inside reaches, as measured by the trial
+    (``reach``: what it reached, or why it could not tell): none, as root too."""
+    if isinstance(reach, str):
+        return Check(BOUNDARY_CHECK, True, f"warning: not measured ({reach})", warn=True)
+    if not reach:
+        return Check(BOUNDARY_CHECK, True, "writes anywhere are held for review; no handle to "
+                     "the host's filesystem and no host kernel interface (/proc/sys, /sys, "
+                     "devices) inside")
+    from manager.engines.overlay import reach as overlay_reach
+
     return Check(BOUNDARY_CHECK, True,
-                 "warning: run as root, a command inside is the host's uid 0: files are held "
-                 "for review, but the kernel's interfaces that check only the owner "
-                 "(/proc/sys, /sys, device nodes) act on the host",
-                 "run workspace from an ordinary account (with subordinate ids) to contain "
-                 "an agent", warn=True)
+                 f"warning: a command inside reaches {overlay_reach.summary(reach)}",
+                 "run workspace from an ordinary account (with subordinate ids), or use "
+                 "engine podman or docker", warn=True)
 
 
 def identity() -> Check:
@@ -66,10 +70,13 @@ def identity() -> Check:
                  "--add-subgids 100000-165535 USER) and install uidmap (newuidmap)")
 
 
-def trial() -> Check:
+def trial(reach: list[str] | None = None) -> Check:
     """One call the way every call goes: holder start, the lean entry, a write held in the
-    upper directory. In a scratch sandbox in the state directory, where sessions live."""
+    upper directory. In a scratch sandbox in the state directory, where sessions live.
+    With ``reach``: then, in the same sandbox, what a command reaches of the host's kernel
+    (overlay/reach.py), added to it."""
     from manager.engines.overlay import engine as overlay
+
     name = f"workspace-probe-{secrets.token_hex(4)}"
     try:
         root = paths.state_home() / "probe"
@@ -80,11 +87,14 @@ def trial() -> Check:
                      "set XDG_STATE_HOME to a writable directory on a local filesystem")
     try:
         overlay.start_holder(sandbox, "", PROBE_IDLE_SECONDS, "probe")
-        argv = ["/bin/bash", str(overlay.ENTER_SCRIPT), str(sandbox), "probe", sys.executable, "/",
-                "", f"echo ok > /tmp/{name} && cat /tmp/{name}"]
-        proc = subprocess.run(argv, env=dict(os.environ, WORKSPACE_NO_FALLBACK="1"),
+        enter = ["/bin/bash", str(overlay.ENTER_SCRIPT), str(sandbox), "probe", sys.executable,
+                 "/", ""]
+        env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")
+        proc = subprocess.run([*enter, f"echo ok > /tmp/{name} && cat /tmp/{name}"], env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
         why = _failure(proc, held=(sandbox / names.UPPER / "tmp" / name).is_file())
+        if not why and reach is not None:
+            _measure(enter, env, reach)
     except (WorkspaceError, subprocess.TimeoutExpired) as exc:
         why = str(exc).split("\nhint:")[0]
     finally:
@@ -95,6 +105,13 @@ def trial() -> Check:
         why = why or f"the write escaped to {leaked}"
     return Check(overlay.TRIAL_CHECK, not why, why or "works",
                  overlay.entry_fix(why) if why else "")
+
+
+def _measure(enter: list[str], env: dict[str, str], reach: list[str]) -> None:
+    from manager.engines.overlay import reach as overlay_reach
+
+    found = overlay_reach.measure(enter, env)
+    reach.extend([f"(unknown: {found})"] if isinstance(found, str) else found)
 
 
 def _failure(proc: subprocess.CompletedProcess[str], held: bool) -> str:

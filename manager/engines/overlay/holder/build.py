@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import kernel
 from . import mountinfo
 from . import names
 
@@ -226,7 +227,9 @@ class Builder:
                 self.log.append(f"{real}: cannot bind ({error}); an empty file in the sandbox")
 
     def entry(self, path: str) -> None:
-        if path in PASSTHROUGH:
+        if path == "/dev":   # roothard: no host device inside (holder/kernel.py)
+            kernel.minimal_dev(str(self.at(self.root, path)))
+        elif path in PASSTHROUGH:
             self.bind(path)  # recursive: covers /dev/pts, /sys/fs/cgroup, ...
         elif self.has_mounts_below(path):
             self.level(path)

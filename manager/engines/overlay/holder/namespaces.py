@@ -15,6 +15,7 @@ from .session_init import start_init
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 PR_SET_DUMPABLE = 4
 
 
@@ -60,7 +61,12 @@ def enter_namespaces(pid_namespace: bool = False) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    if pid_namespace and os.geteuid() == 0:   # roothard: /proc, /sys locked read-only inside
+        from . import kernel
+
+        kernel.lock_host_views()
     flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+    flags |= CLONE_NEWIPC if pid_namespace else 0   # roothard: not the host's SysV IPC objects
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     print("userns", flush=True)
