@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay_ids
+from manager.engines.overlay import ids as overlay_ids
 from tests.engines import accounts
 from tests.engines.accounts import Account
 from tests.engines.test_overlay_user import _path_without
