@@ -26,6 +26,8 @@ import os
 import struct
 import subprocess
 
+from . import mountinfo
+
 CLONE_NEWNS = 0x00020000
 SYS_MOUNT_SETATTR = 442        # the same on every architecture (added after the unified table)
 AT_FDCWD = -100
@@ -77,13 +79,8 @@ def read_only(point: str) -> None:
 
 
 def _mounts_at_or_below(point: str) -> list[str]:
-    found = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        for line in f:
-            where = line.split()[4].encode().decode("unicode_escape")
-            if where == point or where.startswith(point + "/"):
-                found.append(where)
-    return sorted(set(found), key=lambda p: p.count("/"))
+    found = {p for p in mountinfo.points(mountinfo.read()) if p == point or p.startswith(point + "/")}
+    return sorted(found, key=lambda p: p.count("/"))
 
 
 def minimal_dev(target: str, host_dev: str = "/dev") -> None:
