@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from manager import hide
 from manager.engines import registry
 from manager.errors import ConfigError
 from manager.record import Record
@@ -39,6 +40,8 @@ env_name = paths.env_name      # the rule lives in session/paths.py (the hooks u
 # try.path runs a program, image, upper dir), or open the network.
 TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
                             "container.image", "container.network", "container.upper"))
+# Lists an untrusted project file may add to but not shorten (what the sandbox hides).
+ADD_ONLY = frozenset(("hide",))
 
 
 class Option(Value):
@@ -94,6 +97,8 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
+    "hide": Option(list, hide.DEFAULTS, "paths and globs sandboxed commands cannot read (~ and "
+                   "$VAR expanded, relative: from the project); a project file adds to it"),
     "passthrough": Option(list, ["gh", "sudo", "docker", "podman"],
                           "commands the Claude plugin runs outside the sandbox (first word)"),
     "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
@@ -157,7 +162,9 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
             raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
                               hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
         coerced = _coerce(key, value, str(path))
-        if trusted is not None and key in trusted:
+        if trusted is not None and key in ADD_ONLY:
+            coerced = list(dict.fromkeys([*config.values[key], *coerced]))   # union: adds only
+        elif trusted is not None and key in trusted:
             config.ignored[key] = (f"{path} is not trusted (`workspace config trust` after "
                                    "reading it)")
             continue

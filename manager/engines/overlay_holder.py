@@ -119,6 +119,7 @@ class Builder:
         self.binds: list[str] = []
         self.scaffold: list[str] = []
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
+        self.hidden: frozenset[str] = frozenset()   # mounted over (overlay_hide): refreshes skip them
 
     def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
         """Paths as the holder reaches them (after its pivot: through /proc/self/fd)."""
@@ -764,6 +765,14 @@ def _level_watch(log: list[str]) -> LevelWatch | None:
     return watch
 
 
+def _hide_module() -> ModuleType:
+    _own_directory()
+    import overlay_hide  # type: ignore[import-not-found,unused-ignore]
+
+    module: ModuleType = overlay_hide
+    return module
+
+
 def _levels_module() -> ModuleType:
     _own_directory()
     import overlay_levels  # type: ignore[import-not-found,unused-ignore]
@@ -887,6 +896,7 @@ def main(argv: list[str]) -> int:
     try:
         enter_namespaces(pid_namespace=True)
         builder.build(project)
+        builder.hidden = _hide_module().apply(builder.root, sandbox, builder.log)   # issue 24
         _levels_module()   # before the pivot, which hides this directory
         sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises

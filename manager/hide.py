@@ -1,0 +1,180 @@
+"""The ``hide`` setting: host paths that sandboxed commands cannot read (issue 24).
+
+A write in the sandbox can be discarded, a read that leaks cannot: the user's credentials
+are hidden from every engine. The list is the ``hide`` setting (defaults: the usual
+credential stores and browser profiles), plus what is always hidden (this project's own
+state and trust record), plus Claude Code's own read denials (``sandbox.filesystem.denyRead``
+and ``Read(...)`` deny rules, :func:`claude_patterns`), so that moving from Claude's
+sandbox to this one weakens nothing.
+
+Patterns: ``~`` and ``$VAR`` expanded, ``*``/``?``/``**`` globbed, relative ones taken from
+the project's root. :func:`targets` resolves them to the existing host paths to hide (real
+paths, symlinks followed, since a mount names a real place), never the project or a
+directory holding it (the sandbox could show nothing), and none inside another.
+
+Each engine reads :func:`targets` when it builds the sandbox: paths that appear on the host
+later are hidden from the next sandbox on (overlay: next holder; containers: next
+container; try: next call).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from manager.config import Config
+
+DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
+            "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",
+            "~/.pypirc", "~/.npmrc", "~/.mozilla", "~/.config/google-chrome",
+            "~/.config/chromium"]
+GLOB_CHARS = frozenset("*?[")
+
+
+class Target:
+    """One host path to hide: a directory (an empty one shown) or anything else (an empty file)."""
+
+    __slots__ = ("path", "is_dir")
+
+    def __init__(self, path: str, is_dir: bool) -> None:
+        self.path = path
+        self.is_dir = is_dir
+
+    def __repr__(self) -> str:
+        return f"Target({self.path!r}, is_dir={self.is_dir})"
+
+
+def always() -> list[str]:
+    """Hidden whatever the settings say: this project's state (sessions, records) and the
+    trust record that decides what a project file may set."""
+    from manager.session import paths
+
+    return [paths.state_root(), paths.trust_file()]
+
+
+def patterns(config: Config, project: str) -> list[str]:
+    """Every pattern in force: the setting, what is always hidden, Claude Code's denials."""
+    return list(dict.fromkeys([*config["hide"], *always(), *claude_patterns(project)]))
+
+
+def targets(config: Config, project: str) -> list[Target]:
+    return resolve(patterns(config, project), project)
+
+
+def resolve(found: Iterable[str], project: str) -> list[Target]:
+    """The existing real paths ``found`` names, outermost only, never ``project`` or above it."""
+    real_project = os.path.realpath(project) if project else ""
+    paths: set[str] = set()
+    for pattern in found:
+        for path in _expand(pattern, project):
+            if os.path.lexists(path):
+                paths.add(os.path.realpath(path))
+    kept = [p for p in paths if p != "/" and not (real_project and _within(real_project, p))]
+    kept = [p for p in kept if not any(o != p and _within(p, o) for o in kept)]
+    return [Target(p, os.path.isdir(p)) for p in sorted(kept)]
+
+
+def _expand(pattern: str, project: str) -> list[str]:
+    path = os.path.expandvars(os.path.expanduser(pattern.strip()))
+    if not path:
+        return []
+    if not os.path.isabs(path):
+        if not project:
+            return []
+        path = os.path.join(project, path)
+    path = os.path.normpath(path)
+    if not GLOB_CHARS & set(path):
+        return [path]
+    import glob
+
+    if path.endswith("/**"):   # a directory's whole tree: the directory
+        path = path[:-3]
+        if not GLOB_CHARS & set(path):
+            return [path]
+    return glob.glob(path, recursive=True, include_hidden=True)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# -- Claude Code's own read denials ------------------------------------------------------
+
+
+def claude_patterns(project: str) -> list[str]:
+    """Paths Claude Code denies reading: ``sandbox.filesystem.denyRead`` and ``Read(...)``
+    deny rules from every settings file the client reads, as ``hide`` patterns."""
+    from manager.claude import permissions
+
+    found: list[str] = []
+    for rule in permissions.load_rules(project or "/", tool="Read"):
+        if rule.kind == "deny" and rule.pattern:
+            found.extend(_rule_paths(rule.pattern, project))
+    for path, base in _settings_files(project):
+        found.extend(p for entry in _deny_read(permissions._read_json(path))
+                     for p in _sandbox_paths(entry, base, project))
+    return found
+
+
+def _settings_files(project: str) -> list[tuple[str, str]]:
+    """(settings file, the directory its relative paths start from)."""
+    from manager.claude import permissions
+
+    files = [(permissions.MANAGED, os.path.dirname(permissions.MANAGED))]
+    files += [(os.path.join(permissions.MANAGED_DROP_INS, n), permissions.MANAGED_DROP_INS)
+              for n in permissions._drop_ins(permissions.MANAGED_DROP_INS)]
+    user_dir = permissions.config_dir()
+    files.append((os.path.join(user_dir, "settings.json"), user_dir))
+    if project:
+        files += [(os.path.join(project, ".claude", name), os.path.join(project, ".claude"))
+                  for name in ("settings.json", "settings.local.json")]
+    return files
+
+
+def _deny_read(data: object) -> list[str]:
+    sandbox = data.get("sandbox") if isinstance(data, dict) else None
+    fs = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+    entries = fs.get("denyRead") if isinstance(fs, dict) else None
+    return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+
+
+def _rule_paths(pattern: str, project: str) -> list[str]:
+    """A ``Read(...)`` specifier (manager.claude.pathrules' forms) as hide patterns. A bare
+    name matches at any depth: every such name in the project."""
+    if pattern.startswith("//"):
+        return [pattern[1:]]
+    if pattern.startswith("~/"):
+        return [pattern]
+    if pattern.startswith("/"):
+        return [os.path.join(project, pattern[1:])] if project else []
+    rel = pattern.removeprefix("./")
+    return [rel] if "/" in rel.rstrip("/") else [rel, "**/" + rel]
+
+
+def _sandbox_paths(entry: str, base: str, project: str) -> list[str]:
+    """A ``denyRead`` entry: ``//abs``, ``~/home``, ``/path`` (read both as absolute and
+    from the settings file's directory: versions differ, hiding both weakens nothing),
+    else relative to the settings file's directory and to the project."""
+    if entry.startswith("//") or entry.startswith("~"):
+        return [entry[1:] if entry.startswith("//") else entry]
+    if entry.startswith("/"):
+        return [entry, os.path.join(base, entry[1:])]
+    rel = entry.removeprefix("./")
+    return [os.path.join(base, rel), *([os.path.join(project, rel)] if project else [])]
+
+
+# -- the list handed to an engine --------------------------------------------------------
+
+HIDE_FILE = "hide.list"   # in the sandbox: "d PATH" or "f PATH" lines, for the engines' scripts
+
+
+def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
+    """The targets as the overlay holder and the try entry read them."""
+    from pathlib import Path
+
+    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
+                   if "\n" not in t.path)
+    (Path(directory) / HIDE_FILE).write_text(text, encoding="utf-8")
