@@ -72,9 +72,31 @@ def resolve(found: Iterable[str], project: str) -> list[Target]:
         for path in _expand(pattern, project):
             if os.path.lexists(path):
                 paths.add(os.path.realpath(path))
-    kept = [p for p in paths if p != "/" and not (real_project and _within(real_project, p))]
-    kept = [p for p in kept if not any(o != p and _within(p, o) for o in kept)]
+    kept = [p for p in paths if p != "/" and not (real_project and within(real_project, p))]
+    kept = [p for p in kept if not any(o != p and within(p, o) for o in kept)]
     return [Target(p, os.path.isdir(p)) for p in sorted(kept)]
+
+
+def carve(found: list[Target], keep: str) -> list[Target]:
+    """``found`` with any target that holds ``keep`` replaced by the entries around the way
+    down to it (an engine that must reach its own directory inside the state root)."""
+    out: list[Target] = []
+    for target in found:
+        if not (target.is_dir and within(keep, target.path) and keep != target.path):
+            out.append(target)
+            continue
+        current = target.path
+        for part in os.path.relpath(keep, target.path).split("/"):
+            try:
+                names = sorted(os.listdir(current))
+            except OSError:
+                break
+            for name in names:
+                if name != part:
+                    path = os.path.join(current, name)
+                    out.append(Target(path, os.path.isdir(path) and not os.path.islink(path)))
+            current = os.path.join(current, part)
+    return out
 
 
 def _expand(pattern: str, project: str) -> list[str]:
@@ -97,8 +119,19 @@ def _expand(pattern: str, project: str) -> list[str]:
     return glob.glob(path, recursive=True, include_hidden=True)
 
 
-def _within(path: str, root: str) -> bool:
+def within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def never_written(config: Config, project: str) -> list[str]:
+    """Where no write of the sandbox may reach the host (review shows none, commit applies
+    none): every hidden path, and every named one that does not exist yet. Engines that
+    hide by a layer (try's whiteouts, a container's mask over a later path) let a command
+    make a file there; it stays in the sandbox."""
+    found = patterns(config, project)
+    named = [p for pattern in found for p in _expand(pattern, project)
+             if not GLOB_CHARS & set(pattern)]
+    return sorted({*named, *(t.path for t in resolve(found, project))})
 
 
 # -- Claude Code's own read denials ------------------------------------------------------
