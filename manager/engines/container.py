@@ -194,12 +194,16 @@ class ContainerEngine:
               volume: bool) -> tuple[dict[str, Any], list[str]]:
         """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths.
         Also the host directories overlaid besides the project."""
+        from manager.engines import container_hide
         from manager.engines import container_view
 
         if volume:   # the project alone
             container_view.write_visible(session, [])
-            return options, []
-        return container_view.add_view(self, session, options, str(session.sandbox / "calls"))
+            return container_hide.masked(self.config, session, options, [session.project]), []
+        options, overlaid = container_view.add_view(self, session, options,
+                                                    str(session.sandbox / "calls"))
+        shown = [session.project, *overlaid]
+        return container_hide.masked(self.config, session, options, shown), overlaid
 
     def _make_home(self, name: str, session: Session, overlaid: list[str]) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.
