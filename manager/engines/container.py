@@ -137,6 +137,9 @@ class ContainerEngine:
             self._require_limits(started)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh)
+                from manager.engines import container_hide
+
+                container_hide.mask_volume(self.client, name, self.config, session)
             self._make_home(name, session, overlaid)
         start = procs.start_time(started.pid) if started.pid else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
@@ -199,7 +202,7 @@ class ContainerEngine:
 
         if volume:   # the project alone
             container_view.write_visible(session, [])
-            return container_hide.masked(self.config, session, options, [session.project]), []
+            return options, []   # masked inside, over the overlay (container_hide.mask_volume)
         options, overlaid = container_view.add_view(self, session, options,
                                                     str(session.sandbox / "calls"))
         shown = [session.project, *overlaid]

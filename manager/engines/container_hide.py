@@ -55,3 +55,43 @@ def _covered(dst: str, hidden: list[str]) -> bool:
 
 def _dst(mount: list[str]) -> str:
     return next((f.removeprefix("dst=") for f in mount if f.startswith("dst=")), "")
+
+
+# Volume mode: the project's overlay is mounted inside the container once it runs (over any
+# mask made at its start), its lower layer is the project at LOWER_MOUNT: both are masked
+# there, by the container's root, after the overlay.
+MASK_SCRIPT = r'''set -e
+e=/run/ws-hidden.empty; : > "$e"; chmod 444 "$e"
+for a; do
+    t=${a#?}
+    [ -e "$t" ] || [ -L "$t" ] || continue
+    if [ "${a%"${a#?}"}" = d ] && [ -d "$t" ]; then
+        mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0555 tmpfs "$t"
+    else
+        mount --bind "$e" "$t" && mount -o remount,bind,ro,nosuid,nodev,noexec "$t"
+    fi
+done'''
+
+
+def mask_volume(client: Any, container: str, config: Config, session: Session) -> None:
+    """Mask the hidden paths inside the project of a volume-mode container, at its own path
+    and at the lower layer's; EngineUnavailable when one cannot be masked."""
+    from manager.engines.container_cli import ContainerCommandError
+    from manager.engines.container_upper import LOWER_MOUNT
+    from manager.errors import EngineUnavailable
+
+    project = os.path.realpath(session.project)
+    words = []
+    for target in hide.targets(config, str(session.project)):
+        if hide.within(target.path, project) and target.path != project:
+            rel = os.path.relpath(target.path, project)
+            kind = "d" if target.is_dir else "f"
+            words += [kind + os.path.join(session.project, rel), kind + os.path.join(LOWER_MOUNT, rel)]
+    if not words:
+        return
+    try:
+        client.exec_root(container, ["sh", "-c", MASK_SCRIPT, "sh", *words])
+    except ContainerCommandError as exc:
+        raise EngineUnavailable(f"the container of session {session.id} cannot hide "
+                                f"{words[0][1:]}: {exc.stderr.strip()}",
+                                hint="see `workspace doctor`") from exc
