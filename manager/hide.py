@@ -208,6 +208,8 @@ def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
     """The targets as the overlay holder and the try entry read them."""
     from pathlib import Path
 
+    from manager.fsutil import write_atomic
+
     text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
                    if "\n" not in t.path)
-    (Path(directory) / HIDE_FILE).write_text(text, encoding="utf-8")
+    write_atomic(Path(directory) / HIDE_FILE, text.encode())   # an entry never reads half

@@ -48,7 +48,7 @@ fallback() {
     exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
 }
 
-[[ -d $WS/tmp ]] || fallback
+[[ -d $WS/tmp && -f $WS/hide.list ]] || fallback   # hide.list: prepare ran (manager/hide.py)
 { exec 9>"$WS/lock"; } 2>/dev/null || fail "cannot open its lock $WS/lock"
 if ! flock -w 2 9; then
     echo "workspace: waiting for another command in this try sandbox (try runs one at a time)" >&2

@@ -21,6 +21,8 @@ from manager.session.store import Session
 
 def prepare(config: Config, session: Session, info: TryInfo) -> None:
     """The session's list for try_enter.sh; EngineUnavailable where this try cannot hide it."""
+    listed = session.sandbox / OURS / hide.HIDE_FILE
+    listed.unlink(missing_ok=True)   # without a list, the entry prepares again (no call unhidden)
     found = hide.targets(config, str(session.project))
     if info.flag != "-N":
         own = [os.path.realpath(p) for p in hide.always()]
@@ -33,4 +35,4 @@ def prepare(config: Config, session: Session, info: TryInfo) -> None:
                      "overlay engine (`engine: overlay`)")
         found = []
     # try works in the session's sandbox, inside the state root: hidden around it.
-    hide.write_list(session.sandbox / OURS, hide.carve(found, os.path.realpath(session.sandbox)))
+    hide.write_list(listed.parent, hide.carve(found, os.path.realpath(session.sandbox)))

@@ -86,7 +86,7 @@ def test_hidden_files_are_never_read_nor_written(ws, project: Path, tmp_path: Pa
     # try's pid 1 is outside its chroot (try is no boundary: docs/security.md).
     proc1 = "" if engine_name.startswith("try") else "PROC1=1; "
     undo = UNDO if _cannot_undo(engine_name) else ""
-    dirs = [str(home / ".ssh"), str(home / ".netrc"), str(tmp_path / "extra")]
+    dirs = [str(home / ".ssh"), str(home / ".netrc"), str(tmp_path / "extra"), str(project / ".env")]
     script = f'{proc1}{READS}\nset -- {shlex.join(dirs)}\n{undo}'
     proc = ws("run", "--", "bash", "-c", script, "reads", *files)
     seen = proc.stdout + proc.stderr
