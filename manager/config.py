@@ -20,7 +20,6 @@ import os
 import sys
 from pathlib import Path
 
-from manager import hide
 from manager.engines import registry
 from manager.errors import ConfigError
 from manager.record import Record
@@ -42,6 +41,11 @@ TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine"
                             "container.image", "container.network", "container.upper"))
 # Lists an untrusted project file may add to but not shorten (what the sandbox hides).
 ADD_ONLY = frozenset(("hide",))
+# What sandboxed commands cannot read unless the user's config says otherwise (manager.hide).
+HIDE_DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
+                 "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",
+                 "~/.pypirc", "~/.npmrc", "~/.mozilla", "~/.config/google-chrome",
+                 "~/.config/chromium"]
 
 
 class Option(Value):
@@ -97,7 +101,7 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
-    "hide": Option(list, hide.DEFAULTS, "paths and globs sandboxed commands cannot read (~ and "
+    "hide": Option(list, HIDE_DEFAULTS, "paths and globs sandboxed commands cannot read (~ and "
                    "$VAR expanded, relative: from the project); a project file adds to it"),
     "passthrough": Option(list, ["gh", "sudo", "docker", "podman"],
                           "commands the Claude plugin runs outside the sandbox (first word)"),

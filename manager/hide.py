@@ -1,7 +1,7 @@
 """The ``hide`` setting: host paths that sandboxed commands cannot read (issue 24).
 
 A write in the sandbox can be discarded, a read that leaks cannot: the user's credentials
-are hidden from every engine. The list is the ``hide`` setting (defaults: the usual
+are hidden from every engine. The list is the ``hide`` setting (defaults, config.HIDE_DEFAULTS: the usual
 credential stores and browser profiles), plus what is always hidden (this project's own
 state and trust record), plus Claude Code's own read denials (``sandbox.filesystem.denyRead``
 and ``Read(...)`` deny rules, :func:`claude_patterns`), so that moving from Claude's
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from manager.config import Config
 
-DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
-            "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",
-            "~/.pypirc", "~/.npmrc", "~/.mozilla", "~/.config/google-chrome",
-            "~/.config/chromium"]
+# Where Claude Code keeps its settings: manager.claude.permissions reads the same files
+# (this module sits below it: engines use it); tests/test_hide.py holds the two together.
+MANAGED = "/etc/claude-code/managed-settings.json"
+MANAGED_DROP_INS = "/etc/claude-code/managed-settings.d"
 GLOB_CHARS = frozenset("*?[")
 
 
@@ -140,31 +140,47 @@ def never_written(config: Config, project: str) -> list[str]:
 def claude_patterns(project: str) -> list[str]:
     """Paths Claude Code denies reading: ``sandbox.filesystem.denyRead`` and ``Read(...)``
     deny rules from every settings file the client reads, as ``hide`` patterns."""
-    from manager.claude import permissions
-
     found: list[str] = []
-    for rule in permissions.load_rules(project or "/", tool="Read"):
-        if rule.kind == "deny" and rule.pattern:
-            found.extend(_rule_paths(rule.pattern, project))
-    for path, base in _settings_files(project):
-        found.extend(p for entry in _deny_read(permissions._read_json(path))
-                     for p in _sandbox_paths(entry, base, project))
+    for path, base in settings_files(project):
+        data = _read_json(path)
+        found.extend(p for spec in _read_denials(data) for p in _rule_paths(spec, project))
+        found.extend(p for entry in _deny_read(data) for p in _sandbox_paths(entry, base, project))
     return found
 
 
-def _settings_files(project: str) -> list[tuple[str, str]]:
-    """(settings file, the directory its relative paths start from)."""
-    from manager.claude import permissions
-
-    files = [(permissions.MANAGED, os.path.dirname(permissions.MANAGED))]
-    files += [(os.path.join(permissions.MANAGED_DROP_INS, n), permissions.MANAGED_DROP_INS)
-              for n in permissions._drop_ins(permissions.MANAGED_DROP_INS)]
-    user_dir = permissions.config_dir()
+def settings_files(project: str) -> list[tuple[str, str]]:
+    """(settings file, the directory its relative paths start from), as the client reads them."""
+    try:
+        drop_ins = sorted(n for n in os.listdir(MANAGED_DROP_INS) if n.endswith(".json"))
+    except OSError:
+        drop_ins = []
+    files = [(MANAGED, os.path.dirname(MANAGED))]
+    files += [(os.path.join(MANAGED_DROP_INS, n), MANAGED_DROP_INS) for n in drop_ins]
+    user_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
     files.append((os.path.join(user_dir, "settings.json"), user_dir))
     if project:
         files += [(os.path.join(project, ".claude", name), os.path.join(project, ".claude"))
                   for name in ("settings.json", "settings.local.json")]
     return files
+
+
+def _read_json(path: str) -> object:
+    from manager import fastjson
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return fastjson.loads(f.read())
+    except (OSError, ValueError):
+        return None   # unreadable: the client reports it
+
+
+def _read_denials(data: object) -> list[str]:
+    """The specifiers of ``Read(...)`` deny rules (``Read`` alone: everything, not hideable)."""
+    perms = data.get("permissions") if isinstance(data, dict) else None
+    deny = perms.get("deny") if isinstance(perms, dict) else None
+    rules = [r.strip() for r in deny if isinstance(r, str)] if isinstance(deny, list) else []
+    specs = [r[5:-1].strip() for r in rules if r.startswith("Read(") and r.endswith(")")]
+    return [s for s in specs if s not in ("", "*", "**", "**/*")]
 
 
 def _deny_read(data: object) -> list[str]:

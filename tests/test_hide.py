@@ -127,3 +127,16 @@ def test_carving_around_an_engines_own_directory(tmp_path: Path):
     carved = hide.carve([hide.Target(str(state), True)], str(state / "sessions/mine/sandbox"))
     assert {t.path for t in carved} == {str(state / "projects"), str(state / "sessions/other"),
                                         str(state / "trusted-projects.json")}
+
+
+def test_the_claude_settings_read_are_the_clients(project: Path, monkeypatch):
+    """hide sits below manager.claude and reads the same files itself: the same list."""
+    from manager.claude import permissions
+
+    assert (hide.MANAGED, hide.MANAGED_DROP_INS) == (permissions.MANAGED,
+                                                     permissions.MANAGED_DROP_INS)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(project / "elsewhere"))
+    files = [f for f, _ in hide.settings_files(str(project))]
+    assert os.path.join(permissions.config_dir(), "settings.json") in files
+    assert {str(project / ".claude/settings.json"),
+            str(project / ".claude/settings.local.json")} <= set(files)

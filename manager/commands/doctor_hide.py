@@ -10,7 +10,7 @@ from manager.session.context import Context
 
 
 def report(ctx: Context, engine: str | None) -> dict[str, Any]:
-    from manager import hide_probe
+    from manager.commands import hide_probe
 
     found: dict[str, Any] = {"paths": hide_probe.listed(ctx.config, str(ctx.project)),
                              "engine": engine, "held": None, "detail": "no engine works here"}

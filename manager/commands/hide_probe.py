@@ -5,7 +5,6 @@ command would try. It reports the list in force and whether the secret stayed ou
 
 from __future__ import annotations
 
-import os
 import secrets
 import shlex
 import subprocess
@@ -61,7 +60,6 @@ def listed(config: Config, project: str) -> list[str]:
 
 
 def _remove(top: Path) -> None:
-    from manager.fsutil import remove_tree
+    import shutil
 
-    if os.path.lexists(top):
-        remove_tree(top)
+    shutil.rmtree(top, ignore_errors=True)   # the secret and an empty project (the sandbox is the session's)
