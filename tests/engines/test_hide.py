@@ -108,3 +108,12 @@ def _cannot_undo(engine_name: str) -> bool:
         return False
     return engine_name != "overlay" or os.geteuid() != 0
 
+
+
+def test_doctor_lists_what_is_hidden_and_proves_it(ws, isolated_state: Path,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
+    (isolated_state / ".ssh").mkdir()
+    report = json.loads(ws("doctor", "--engine", "overlay", "--json").stdout)["hide"]
+    assert str(isolated_state / ".ssh") in report["paths"]
+    assert (report["engine"], report["held"]) == ("overlay", True), report
