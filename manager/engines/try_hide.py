@@ -22,12 +22,12 @@ from manager.session.store import Session
 def prepare(config: Config, session: Session, info: TryInfo) -> None:
     """The session's list for try_enter.sh; EngineUnavailable where this try cannot hide it."""
     listed = session.sandbox / OURS / hide.HIDE_FILE
-    listed.unlink(missing_ok=True)   # without a list, the entry prepares again (no call unhidden)
     found = hide.targets(config, str(session.project))
     if info.flag != "-N":
         own = [os.path.realpath(p) for p in hide.always()]
         users = [t.path for t in found if not any(hide.within(t.path, o) for o in own)]
         if users:
+            listed.unlink(missing_ok=True)   # without a list the entry prepares again: refused
             raise EngineUnavailable(
                 f"try {info.version} cannot hide paths (it has no -i), and this session must "
                 f"hide {', '.join(users[:3])}{' ...' if len(users) > 3 else ''}",
