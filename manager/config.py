@@ -40,6 +40,13 @@ env_name = paths.env_name      # the rule lives in session/paths.py (the hooks u
 TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
                             "container.image", "container.network", "container.upper",
                             "container.host"))
+# Lists an untrusted project file may add to but not shorten (what the sandbox hides).
+ADD_ONLY = frozenset(("hide",))
+# What sandboxed commands cannot read unless the user's config says otherwise (manager.hide).
+HIDE_DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
+                 "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",
+                 "~/.pypirc", "~/.npmrc", "~/.mozilla", "~/.config/google-chrome",
+                 "~/.config/chromium"]
 
 
 class Option(Value):
@@ -98,6 +105,8 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
+    "hide": Option(list, HIDE_DEFAULTS, "paths and globs sandboxed commands cannot read (~ and "
+                   "$VAR expanded, relative: from the project); a project file adds to it"),
     "passthrough": Option(list, ["gh", "sudo", "docker", "podman"],
                           "commands the Claude plugin runs outside the sandbox (first word)"),
     "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
@@ -161,7 +170,9 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
             raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
                               hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
         coerced = _coerce(key, value, str(path))
-        if trusted is not None and key in trusted:
+        if trusted is not None and key in ADD_ONLY:
+            coerced = list(dict.fromkeys([*config.values[key], *coerced]))   # union: adds only
+        elif trusted is not None and key in trusted:
             config.ignored[key] = (f"{path} is not trusted (`workspace config trust` after "
                                    "reading it)")
             continue

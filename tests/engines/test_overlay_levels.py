@@ -22,6 +22,7 @@ class _VanishingLevel:
 
     real_prefix = ""
     host_ns = own_ns = -1
+    hidden: frozenset[str] = frozenset()
 
     def __init__(self, tmp: Path) -> None:
         self.skeleton = tmp / "skeleton"

@@ -148,6 +148,9 @@ class ContainerEngine:
                 container_remote.sync_lower(self.client, session)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh, remote)
+                from manager.engines.container import hide as container_hide
+
+                container_hide.mask_volume(self.client, name, self.config, session)
             self._make_home(name, session, overlaid)
         start = procs.start_time(started.pid) if started.pid and not remote else None
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
@@ -208,11 +211,16 @@ class ContainerEngine:
               volume: bool) -> tuple[dict[str, Any], list[str]]:
         """Host mode: $HOME, /tmp and the CA bundle too; the entry script's visible paths.
         Also the host directories overlaid besides the project."""
+        from manager.engines.container import hide as container_hide
         from manager.engines.container import view as container_view
+
         if volume:   # the project alone
             container_view.write_visible(session, [])
-            return options, []
-        return container_view.add_view(self, session, options, str(session.sandbox / "calls"))
+            return options, []   # masked inside, over the overlay (container_hide.mask_volume)
+        options, overlaid = container_view.add_view(self, session, options,
+                                                    str(session.sandbox / "calls"))
+        shown = [session.project, *overlaid]
+        return container_hide.masked(self.config, session, options, shown), overlaid
 
     def _make_home(self, name: str, session: Session, overlaid: list[str]) -> None:
         """$HOME at the host's path, owned by the caller: tools expect a writable home.

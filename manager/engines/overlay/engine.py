@@ -85,6 +85,9 @@ class OverlayEngine:
 
     def _start_holder(self, session: Session) -> None:
         idle = self.config["overlay.idle_timeout_hours"] * 3600
+        from manager import hide
+
+        hide.write_list(session.sandbox, hide.targets(self.config, str(session.project)))
         start_holder(session.sandbox, session.project, idle, session.id)
 
     def run(self, session: Session, request: RunRequest) -> int:

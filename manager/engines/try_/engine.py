@@ -56,7 +56,10 @@ class TryEngine:
 
     def prepare(self, session: Session) -> None:
         make_layout(session.sandbox)
-        self._info(session)
+        info = self._info(session)
+        from manager.engines.try_ import hide as try_hide
+
+        try_hide.prepare(self.config, session, info)
 
     def run(self, session: Session, request: RunRequest) -> int:
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1")

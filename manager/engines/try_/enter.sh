@@ -48,7 +48,7 @@ fallback() {
     exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
 }
 
-[[ -d $WS/tmp ]] || fallback
+[[ -d $WS/tmp && -f $WS/hide.list ]] || fallback   # hide.list: prepare ran (manager/hide.py)
 { exec 9>"$WS/lock"; } 2>/dev/null || fail "cannot open its lock $WS/lock"
 if ! flock -w 2 9; then
     echo "workspace: waiting for another command in this try sandbox (try runs one at a time)" >&2
@@ -122,17 +122,23 @@ USERNS=(--user --map-root-user)
 # try v0.2.0 now and then fails to mount /tmp right after the previous call's
 # overlay went away (its scripts live there): it never started the command,
 # so running it again is safe.
+# What the session hides (manager/hide.py, written by prepare): try's own -i PATH each.
+HIDE=()
+if [[ -s $WS/hide.list ]]; then
+    while IFS= read -r __ws_line; do HIDE+=(-i "${__ws_line:2}"); done <"$WS/hide.list"
+fi
 setpriv --pdeathsig KILL unshare "${USERNS[@]}" --pid --fork --kill-child -- /bin/sh -c '
+try=$1 flag=$2 dir=$3 ws=$4 line=$5; shift 5
 for attempt in 1 2 3; do
-    "$1" "$2" "$3" "$5" 2>"$4/try.log"
+    "$try" "$@" "$flag" "$dir" "$line" 2>"$ws/try.log"
     rc=$?
-    [ -s "$4/started" ] && exit $rc
-    find "$3/temproot" -xdev -mindepth 1 -depth ! -type d -delete 2>/dev/null
+    [ -s "$ws/started" ] && exit $rc
+    find "$dir/temproot" -xdev -mindepth 1 -depth ! -type d -delete 2>/dev/null
     sleep 0.1
 done
 echo "workspace: try failed before running the command (exit $rc):" >&2
-tail -n 5 "$4/try.log" >&2
-exit 125' sh "$TRY" "$FLAG" "$S" "$WS" "$LINE"
+tail -n 5 "$ws/try.log" >&2
+exit 125' sh "$TRY" "$FLAG" "$S" "$WS" "$LINE" "${HIDE[@]}"
 rc=$?
 # Nothing started and not try's own report (125): unshare itself failed, its message is above.
 [[ -s $WS/started ]] || (( rc == 125 )) || fail "unshare ${USERNS[*]} --pid failed (exit $rc)" \

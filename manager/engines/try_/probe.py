@@ -192,6 +192,7 @@ def _trial_call(info: TryInfo, scratch: Path,
     """The entry every call takes, writing ``scratch/name``: held in the upper dir, not real."""
     sandbox = scratch / "sandbox"
     try_layout.make_layout(sandbox)
+    (sandbox / try_layout.OURS / "hide.list").write_text("")   # nothing to hide in a trial
     target = shlex.quote(str(scratch / name))
     argv = try_layout.entry_command(sandbox, "probe", info, "/", None,
                                    f"echo ok > {target} && cat {target}")

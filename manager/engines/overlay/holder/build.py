@@ -73,6 +73,7 @@ class Builder:
         self.binds: list[str] = []
         self.scaffold: list[str] = []
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
+        self.hidden: frozenset[str] = frozenset()   # mounted over (holder/hide.py): refreshes skip them
 
     def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
         """Paths as the holder reaches them (after its pivot: through /proc/self/fd)."""

@@ -65,6 +65,7 @@ class Skeletons(Protocol):
     upper: Path
     mounts: list[str]
     log: list[str]
+    hidden: frozenset[str]   # paths mounted over (holder/hide.py): never shown, their mounts kept
 
     def at(self, base: Path, point: str) -> Path: ...
     def skeleton_entry(self, real: str, copy: Path) -> str: ...
@@ -152,6 +153,7 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
     lost = "" in names   # the watch lost track (its queue overflowed): everything
     if lost:
         names = set(os.listdir(real)) | set(os.listdir(skeleton))
+    names = {n for n in names if os.path.join(level, n) not in builder.hidden}   # moved as they are
     had_dir = {n for n in names if (skeleton / n).is_dir() and not (skeleton / n).is_symlink()}
     kinds = {name: _update(builder, os.path.join(real, name), skeleton / name) for name in names}
     # A directory with host mounts below keeps its mount: those mounts are not the watch's.

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import hide
 from . import watch as watching
 from .build import Builder
 from .names import LAST_USED
@@ -161,6 +162,7 @@ def main(argv: list[str]) -> int:
     try:
         enter_namespaces(pid_namespace=True)
         builder.build(project)
+        builder.hidden = hide.apply(builder.root, sandbox, builder.log)   # issue 24
         sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
