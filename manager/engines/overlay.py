@@ -77,7 +77,10 @@ class OverlayEngine:
                 self._start_holder(session)
 
     def _start_holder(self, session: Session) -> None:
+        from manager.egress import launch  # setting `network`: the holder reads it at start
+
         idle = self.config["overlay.idle_timeout_hours"] * 3600
+        launch.write_policy(session.sandbox, self.config, session.project)
         start_holder(session.sandbox, session.project, idle, session.id)
 
     def run(self, session: Session, request: RunRequest) -> int:

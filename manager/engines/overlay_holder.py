@@ -57,6 +57,7 @@ OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
@@ -764,6 +765,14 @@ def _level_watch(log: list[str]) -> LevelWatch | None:
     return watch
 
 
+def _egress_module() -> ModuleType:
+    _own_directory()
+    import egress_proxy  # type: ignore[import-not-found,unused-ignore]
+
+    module: ModuleType = egress_proxy
+    return module
+
+
 def _levels_module() -> ModuleType:
     _own_directory()
     import overlay_levels  # type: ignore[import-not-found,unused-ignore]
@@ -843,13 +852,14 @@ def pivot(root: Path) -> int:
     return host_ns
 
 
-def enter_namespaces(pid_namespace: bool = False) -> None:
+def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False) -> None:
     """New user and mount namespaces (and a pid namespace for this process's children),
     mapped by the launcher; then their root."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+    flags |= CLONE_NEWNET if net_namespace else 0   # setting `network` (egress_proxy)
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     print("userns", flush=True)
@@ -885,7 +895,9 @@ def main(argv: list[str]) -> int:
     builder = Builder(sandbox, _level_watch(log))
     builder.log = log
     try:
-        enter_namespaces(pid_namespace=True)
+        network = _egress_module().HolderNetwork(str(sandbox))   # network: before the namespaces
+        enter_namespaces(pid_namespace=True, net_namespace=network.isolated)
+        network.inside()
         builder.build(project)
         _levels_module()   # before the pivot, which hides this directory
         sync = Sync(sandbox)
@@ -908,6 +920,11 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     builder.rebase(Path(f"/proc/self/fd/{session_fd}"), f"/proc/self/fd/{real_root}")
+    try:
+        network.serve(session_fd)   # network: the forwarder to the proxy, the calls' state
+    except (OSError, RuntimeError) as exc:
+        print(f"error: network: {exc}", flush=True)
+        return 1
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)

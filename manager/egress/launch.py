@@ -1,0 +1,68 @@
+"""What an engine needs before it starts a session's sandbox: the effective ``network``.
+
+Claude Code's own ``sandbox.network.allowedDomains`` applies when ``network`` is not set
+anywhere (moving from Claude's sandbox to this one must not open the network): its
+domains become the list, joined over the user's, the project's and the local settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from manager.egress import setting
+from manager.fsutil import write_atomic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from manager.config import Config
+
+POLICY = "network.json"   # read by the holder (egress_proxy.POLICY)
+
+
+def effective(config: Config, project: str) -> str | list[str]:
+    value: str | list[str] = config["network"]
+    if config.sources.get("network") != "default":
+        return value
+    domains = claude_allowed_domains(project)
+    return domains if domains is not None else value
+
+
+def claude_allowed_domains(project: str) -> list[str] | None:
+    # Claude's own configuration directory (the rule of manager.claude.permissions.config_dir,
+    # which this layer does not import).
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
+    found: list[str] | None = None
+    for path in (os.path.join(config_dir, "settings.json"),
+                 os.path.join(project, ".claude", "settings.json"),
+                 os.path.join(project, ".claude", "settings.local.json")):
+        domains = _domains_in(path)
+        if domains is not None:
+            found = [*(found or []), *domains]
+    return found
+
+
+def _domains_in(path: str) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        domains = data["sandbox"]["network"]["allowedDomains"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(domains, list):
+        return None
+    out = []
+    for d in domains:
+        try:
+            out.append(setting.check_entry(str(d).strip().lower()))
+        except ValueError:
+            continue   # Claude's own syntax we do not take: left out, so narrower
+    return out
+
+
+def write_policy(sandbox: Path, config: Config, project: str) -> dict[str, object]:
+    """The policy file the holder reads when it starts (a holder that runs keeps its own)."""
+    policy = setting.policy(effective(config, project))
+    write_atomic(sandbox / POLICY, (json.dumps(policy, sort_keys=True) + "\n").encode(), mode=0o644)
+    return policy
