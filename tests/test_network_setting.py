@@ -111,3 +111,16 @@ def test_a_plain_request_goes_on_in_origin_form_without_proxy_headers():
     assert request is not None
     assert request[3] == (b"GET /x/y?z=1 HTTP/1.1\r\nHost: h.example:8080\r\nAccept: */*\r\n"
                           b"Connection: close\r\n\r\n")
+
+
+def test_containers_get_the_network_only_when_both_settings_open_it(project, monkeypatch):
+    from manager.errors import EngineUnavailable
+
+    for container, network, gets in (("true", "open", True), ("true", "off", False),
+                                      ("false", "open", False), ("false", "pypi", False)):
+        monkeypatch.setenv("WORKSPACE_CONTAINER__NETWORK", container)
+        monkeypatch.setenv("WORKSPACE_NETWORK", network)
+        assert launch.container_network(config.load(project)) is gets
+    monkeypatch.setenv("WORKSPACE_CONTAINER__NETWORK", "true")
+    with pytest.raises(EngineUnavailable, match="only the overlay engine"):
+        launch.container_network(config.load(project))

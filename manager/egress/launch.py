@@ -66,3 +66,41 @@ def write_policy(sandbox: Path, config: Config, project: str) -> dict[str, objec
     policy = setting.policy(effective(config, project))
     write_atomic(sandbox / POLICY, (json.dumps(policy, sort_keys=True) + "\n").encode(), mode=0o644)
     return policy
+
+
+def container_network(config: Config) -> bool:
+    """Whether a container session gets the engine's network: ``container.network`` and
+    ``network: open`` both. A list needs the overlay engine's proxy: refused rather than
+    opened."""
+    from manager.errors import EngineUnavailable
+
+    value = config["network"]
+    if isinstance(value, list) and config["container.network"]:
+        raise EngineUnavailable(
+            "network is a list of hosts, which only the overlay engine enforces (its proxy); "
+            "container.network would open the network to every host",
+            hint="set container.network: false (no network), network: off, or use engine overlay")
+    return bool(config["container.network"]) and value == setting.OPEN
+
+
+def try_flag(config: Config, project: str, try_path: str, flag: str) -> str:
+    """try's "work in DIR" flag, with -x (its own network namespace) for ``network: off``.
+    A list, or off with a try that has no -x, is refused: try cannot hold either."""
+    from manager.errors import EngineUnavailable
+
+    value = effective(config, project)
+    if value == setting.OPEN:
+        return flag
+    if isinstance(value, list):
+        raise EngineUnavailable(
+            "network is a list of hosts, which the try engine cannot enforce (no proxy)",
+            hint="use engine overlay, or network: off")
+    try:
+        with open(try_path, encoding="utf-8", errors="replace") as f:
+            has_x = '(x)' in f.read()
+    except OSError:
+        has_x = False
+    if not has_x:
+        raise EngineUnavailable(f"network is off, and {try_path} has no -x to cut the network",
+                                hint="install binpash/try main (it has -x), or use engine overlay")
+    return "-x" + flag.removeprefix("-")   # getopts takes clustered flags: -xN DIR

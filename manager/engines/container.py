@@ -264,7 +264,9 @@ class ContainerEngine:
     def limits(self) -> dict[str, Any]:
         cfg = self.config
         opts: dict[str, Any] = {}
-        if not cfg["container.network"]:
+        from manager.egress import launch  # setting `network` too: off unless both open
+
+        if not launch.container_network(cfg):
             opts["networks"] = ["none"]
         if cfg["container.memory"]:
             # Swap equal to memory: the limit is a real one, not memory plus as much swap.

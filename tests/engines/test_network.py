@@ -140,3 +140,18 @@ def test_a_list_allows_its_hosts_refuses_the_rest_and_records_every_call(
     assert "refused-host.invalid" in stop["hookSpecificOutput"]["additionalContext"]
     again = claude.hook("Stop", {"stop_hook_active": False}).json
     assert "refused-host.invalid" not in json.dumps(again)   # said once
+
+
+def test_off_on_every_engine(ws, tmp_path: Path, engine_name: str):
+    """Only loopback inside, though container.network asks for the engine's network; a try
+    without -x refuses to run the command rather than leave the network open."""
+    path = tmp_path / "config/workspace/config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("network: off\ncontainer:\n  network: true\n")
+    proc = ws("run", "-c", "cat /proc/net/dev")
+    if engine_name == "try-0.2.0":
+        assert proc.returncode != 0 and "has no -x" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    interfaces = [line.split(":")[0].strip() for line in proc.stdout.splitlines()[2:]]
+    assert interfaces == ["lo"], proc.stdout
