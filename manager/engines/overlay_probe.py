@@ -31,6 +31,9 @@ def checks() -> list[Check]:
             result.append(_overlay_in_userns())
     if all(c.ok for c in result):
         result.append(trial())
+        from manager.engines import overlay_netprobe  # setting `network`
+
+        result.append(overlay_netprobe.check())
         result.append(identity())
         result.append(boundary())
     return result

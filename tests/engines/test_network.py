@@ -155,3 +155,10 @@ def test_off_on_every_engine(ws, tmp_path: Path, engine_name: str):
     assert proc.returncode == 0, proc.stderr
     interfaces = [line.split(":")[0].strip() for line in proc.stdout.splitlines()[2:]]
     assert interfaces == ["lo"], proc.stdout
+
+
+def test_doctor_probes_the_confinement(ws):
+    """A refused host and an allowed loopback server, in a scratch sandbox of its own."""
+    proc = ws("doctor", "--engine", "overlay", "--json", check=True)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"]["overlay"]}
+    assert checks["network confinement"]["ok"], checks["network confinement"]
