@@ -104,3 +104,24 @@ def try_flag(config: Config, project: str, try_path: str, flag: str) -> str:
         raise EngineUnavailable(f"network is off, and {try_path} has no -x to cut the network",
                                 hint="install binpash/try main (it has -x), or use engine overlay")
     return "-x" + flag.removeprefix("-")   # getopts takes clustered flags: -xN DIR
+
+
+def changed(sandbox: Path, config: Config, project: str) -> bool:
+    """Whether the configuration now asks for another policy than the running sandbox's."""
+    try:
+        running = json.loads((sandbox / POLICY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        running = setting.policy(setting.OPEN)
+    return bool(running != setting.policy(effective(config, project)))
+
+
+STALE = "network.stale"   # the entry script hands a call to `workspace run`, which replaces
+
+
+def mark_if_changed(sandbox: Path, project: str) -> None:
+    """The hook's part, when the configuration files changed: a sandbox started with another
+    ``network`` is marked, so that its next call goes the slow way, which replaces it."""
+    from manager import config
+
+    if (sandbox / POLICY).exists() and changed(sandbox, config.load(Path(project)), project):
+        (sandbox / STALE).touch()

@@ -42,6 +42,8 @@ gone="the sandbox of session $SESSION is not running"
 read -r pid start as_uid 2>/dev/null <"$S/holder.pid" || fallback "$gone"
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+# The hook saw setting `network` change: `workspace run` replaces the holder (egress/launch.py).
+[[ -e $S/network.stale ]] && fallback "setting network changed since the sandbox of session $SESSION started"
 
 # Ask the holder to bring the directories it shows from a snapshot (those with mounts
 # below them: /, often /tmp, /var, /run) up to date with every change made outside

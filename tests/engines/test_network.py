@@ -141,6 +141,11 @@ def test_a_list_allows_its_hosts_refuses_the_rest_and_records_every_call(
     again = claude.hook("Stop", {"stop_hook_active": False}).json
     assert "refused-host.invalid" not in json.dumps(again)   # said once
 
+    # The user turns the network off mid-session: the next call runs in a sandbox made so.
+    _network_config(tmp_path, "off")
+    after = claude.bash(f"echo proxy=[$HTTP_PROXY]; curl -s -m 3 {url}; echo rc=$?")
+    assert "proxy=[]" in after.stdout and "rc=7" in after.stdout, after
+
 
 def test_off_on_every_engine(ws, tmp_path: Path, engine_name: str):
     """Only loopback inside, though container.network asks for the engine's network; a try
