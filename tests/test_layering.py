@@ -35,7 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
     "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry",
                "egress.setting"},
-    "egress": {"config", "errors", "fsutil"},      # setting `network` and the egress record
+    "egress": {"config", "errors", "fastjson", "fsutil"},      # setting `network` and the egress record
     "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "record", "versioning"},
     "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fsutil", "record", "session"},
     "guardrails": {"changes", "config", "egress", "engines", "errors", "fsutil", "git", "longpath",

@@ -4,8 +4,9 @@ summed up for ``workspace status`` and the Stop hook."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from manager import fastjson  # status may not import json (tests/test_startup_imports.py)
 
 RECORD = "egress.jsonl"
 POLICY = "network.json"
@@ -25,7 +26,7 @@ def attempts(sandbox: Path) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
         try:
-            entry = json.loads(line)
+            entry = fastjson.loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("host"), str):
@@ -36,7 +37,7 @@ def attempts(sandbox: Path) -> list[dict[str, Any]]:
 def mode(sandbox: Path) -> dict[str, Any]:
     """The policy the sandbox was started with (open when none was written)."""
     try:
-        policy = json.loads((sandbox / POLICY).read_text(encoding="utf-8"))
+        policy = fastjson.loads((sandbox / POLICY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {"mode": "open", "allow": []}
     return policy if isinstance(policy, dict) else {"mode": "open", "allow": []}
