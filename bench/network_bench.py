@@ -1,7 +1,7 @@
 """Per-call cost of setting ``network`` on the overlay engine: a sandboxed ``true`` through
 the lean entry (what the plugin emits per Bash call) with ``network`` a list, off and open.
 
-Each mode has its own warm session; the entries run interleaved (one of each per round), so
+Each mode has its own warm session; the entries run interleaved (one of each per round, in a random order), so
 that the machine's load weighs on all alike. Goal (issue 24): a list costs +2 ms or less
 a call over open.
 Usage: python bench/network_bench.py [-n 60]
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 MODES = {"open": "open", "off": "off", "list": "pypi,github,127.0.0.2:8080"}
 ENTRY_ARGV = """
 import os
+import random
 from manager.session.context import Context
 from manager.engines.base import RunRequest
 ctx = Context.load()
@@ -51,8 +53,11 @@ def main() -> int:
     try:
         made = {mode: session(tmp, mode) for mode in MODES}
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+        order = list(made)
         for _ in range(args.n):
-            for mode, (argv, env, cwd) in made.items():
+            random.shuffle(order)   # no mode always first (or last) in a round
+            for mode in order:
+                argv, env, cwd = made[mode]
                 start = time.perf_counter()
                 subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, check=True)
