@@ -68,13 +68,13 @@ def write_policy(sandbox: Path, config: Config, project: str) -> dict[str, objec
     return policy
 
 
-def container_network(config: Config) -> bool:
+def container_network(config: Config, project: str | None = None) -> bool:
     """Whether a container session gets the engine's network: ``container.network`` and
-    ``network: open`` both. A list needs the overlay engine's proxy: refused rather than
-    opened."""
+    ``network: open`` both (with ``project``: Claude's allowedDomains count, as for the other
+    engines). A list needs the overlay engine's proxy: refused rather than opened."""
     from manager.errors import EngineUnavailable
 
-    value = config["network"]
+    value = effective(config, project) if project is not None else config["network"]
     if isinstance(value, list) and config["container.network"]:
         raise EngineUnavailable(
             "network is a list of hosts, which only the overlay engine enforces (its proxy); "
