@@ -29,7 +29,8 @@ HEAD_LIMIT = 64 << 10
 HEAD_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
 CHUNK = 1 << 16
-ENTER_SCRIPT = "overlay_enter.sh"
+# The overlay entry script, by the names it has had (engines/overlay/enter.sh in the package layout).
+ENTER_SCRIPTS = (b"/overlay_enter.sh", b"/overlay/enter.sh")
 
 
 def read_policy(sandbox: str) -> dict[str, object]:
@@ -396,7 +397,7 @@ def _call_of(pid: int) -> str | None:
             argv = f.read().split(b"\0")
     except OSError:
         return None
-    if len(argv) > 6 and argv[1].endswith(ENTER_SCRIPT.encode()):
+    if len(argv) > 6 and argv[1].endswith(ENTER_SCRIPTS):
         out = os.path.basename(argv[6].decode(errors="replace"))
         return out.removesuffix(".cwd") if out.endswith(".cwd") else ""
     return None
