@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from manager.egress.setting import Network
+from manager.egress.setting import narrows
 from manager.engines import registry
 from manager.errors import ConfigError
 from manager.record import Record
@@ -39,7 +41,9 @@ env_name = paths.env_name      # the rule lives in session/paths.py (the hooks u
 # try.path runs a program, image, upper dir), or open the network.
 TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
                             "container.image", "container.network", "container.upper",
-                            "container.host"))
+                            "container.host", "network"))
+# ... but for these an untrusted file may still narrow what the rest allows.
+NARROWING = {"network": narrows}
 # Lists an untrusted project file may add to but not shorten (what the sandbox hides).
 ADD_ONLY = frozenset(("hide",))
 # What sandboxed commands cannot read unless the user's config says otherwise (manager.hide).
@@ -74,6 +78,9 @@ SCHEMA: dict[str, Option] = {
                                   "command to end, then refuse (the session is busy)"),
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
     "try.path": Option(str, "", "path to binpash/try (default: found on PATH)"),
+    "network": Option(Network, "open", "what sandboxed commands reach: open, off, or a list of "
+                      "hosts (host, host:port, *.domain, a preset: pypi, npm, github, crates, "
+                      "go, rubygems, debian, ubuntu) through the session's proxy"),
     "container.image": Option(str, "workspace-sandbox:latest", "image for podman/docker sessions"),
     "container.network": Option(bool, False, "give container sessions network access (default: off)"),
     "container.memory": Option(str, "", "memory limit, e.g. 2g (empty: none)"),
@@ -173,6 +180,9 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
         if trusted is not None and key in ADD_ONLY:
             coerced = list(dict.fromkeys([*config.values[key], *coerced]))   # union: adds only
         elif trusted is not None and key in trusted:
+            if key in NARROWING and NARROWING[key](config.values[key], coerced):
+                _set(config, key, coerced, str(path))
+                continue
             config.ignored[key] = (f"{path} is not trusted (`workspace config trust` after "
                                    "reading it)")
             continue

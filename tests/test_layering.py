@@ -33,19 +33,21 @@ MAY_IMPORT: dict[str, set[str]] = {
     "changes": {"errors", "longpath", "record", "sparse", "ui"},   # ui: names shown escaped
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
     "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
-    "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry"},
+    "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry",
+               "egress.setting"},
     "hide": {"config", "errors", "fastjson", "fsutil", "session.paths"},   # what sandboxes hide
+    "egress": {"config", "errors", "fastjson", "fsutil"},      # setting `network` and the egress record
     "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "hide", "record",
                 "versioning"},
-    "engines": {"changes", "commit", "config", "errors", "fastjson", "fsutil", "hide", "record",
-                "session"},
-    "guardrails": {"changes", "config", "engines", "errors", "fsutil", "git", "longpath", "session",
-                   "ui", "versioning"},
-    "claude": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "guardrails", "session",
-               "ui", "versioning"},
+    "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fsutil", "hide",
+                "record", "session"},
+    "guardrails": {"changes", "config", "egress", "engines", "errors", "fsutil", "git", "longpath",
+                   "session", "ui", "versioning"},
+    "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fsutil", "guardrails",
+               "session", "ui", "versioning"},
     "review": {"changes", "git", "longpath", "record", "ui"},
-    "commands": {"changes", "claude", "commit", "config", "engines", "errors", "git", "guardrails",
-                 "hide", "review", "session", "ui", "versioning"},
+    "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors", "git",
+                 "guardrails", "hide", "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),
@@ -54,6 +56,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 MODULE_MAY_IMPORT: dict[str, set[str]] = {
     "session.paths": {"errors"},            # the rules the hook path shares: os alone
     "engines.registry": {"errors", "config", "engines", "record"},
+    "egress.setting": set(),                # config imports it
     "engines.base": {"changes", "session", "engines", "record"},
     "claude.records": set(),
 }

@@ -142,7 +142,7 @@ class ContainerEngine:
                                                     container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             started = self.client.start(image, name, labels,
-                                        {**options, **self.identity(), **self.limits()})
+                                        {**options, **self.identity(), **self.limits(session.project)})
             self._require_limits(started)
             if remote:
                 container_remote.sync_lower(self.client, session)
@@ -281,10 +281,12 @@ class ContainerEngine:
         return [self.cli_path(), "run", "--rm", "--pull", "never", "--network", "none",
                 "-v", f"{work}:/w", self.config["container.image"], *argv]
 
-    def limits(self) -> dict[str, Any]:
+    def limits(self, project: str | None = None) -> dict[str, Any]:
         cfg = self.config
         opts: dict[str, Any] = {}
-        if not cfg["container.network"]:
+        from manager.egress import launch  # setting `network` too: off unless both open
+
+        if not launch.container_network(cfg, project):
             opts["networks"] = ["none"]
         if cfg["container.memory"]:
             # Swap equal to memory: the limit is a real one, not memory plus as much swap.

@@ -80,14 +80,37 @@ class OverlayEngine:
 
     def prepare(self, session: Session) -> None:
         with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
+            self._network_changed(session)
             if holder_pid(session.sandbox) is None:
                 self._start_holder(session)
 
+    def _network_changed(self, session: Session) -> None:
+        """A holder made for another ``network`` than the configuration's now is replaced
+        (refused while commands still run in it: none runs under the old one by mistake)."""
+        from manager.egress import launch
+
+        pid = holder_pid(session.sandbox)
+        if pid is None or not launch.changed(session.sandbox, self.config, session.project):
+            (session.sandbox / launch.STALE).unlink(missing_ok=True)
+            return
+        busy = namespace_members(pid)
+        if busy:
+            raise EngineUnavailable(
+                f"setting network changed since the sandbox of session {session.id} started, "
+                f"and commands are still running in it (pids {', '.join(map(str, busy))})",
+                hint="run the command again when they have ended, or stop them")
+        _kill(pid)
+        (session.sandbox / HOLDER_PID).unlink(missing_ok=True)
+        (session.sandbox / launch.STALE).unlink(missing_ok=True)
+
     def _start_holder(self, session: Session) -> None:
+        from manager.egress import launch  # setting `network`: the holder reads it at start
+
         idle = self.config["overlay.idle_timeout_hours"] * 3600
         from manager import hide
 
         hide.write_list(session.sandbox, hide.targets(self.config, str(session.project)))
+        launch.write_policy(session.sandbox, self.config, session.project)
         start_holder(session.sandbox, session.project, idle, session.id)
 
     def run(self, session: Session, request: RunRequest) -> int:

@@ -42,6 +42,8 @@ gone="the sandbox of session $SESSION is not running"
 read -r pid start as_uid 2>/dev/null <"$S/holder.pid" || fallback "$gone"
 read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
 [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+# The hook saw setting `network` change: `workspace run` replaces the holder (egress/launch.py).
+[[ -e $S/network.stale ]] && fallback "setting network changed since the sandbox of session $SESSION started"
 
 # Ask the holder to bring the directories it shows from a snapshot (those with mounts
 # below them: /, often /tmp, /var, /run) up to date with every change made outside
@@ -91,6 +93,20 @@ read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
 # make the call fail half-way.
 { exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
     fallback "$gone"
+# Setting `network` (off, or a list): the sandbox's own network namespace, whose only way
+# out is the session's proxy (holder/egress_proxy.py). Entered whenever it is not ours, so that a
+# missing or rewritten state file can never leave a call on the host's network.
+netns=()
+if [[ ! /proc/$view/ns/net -ef /proc/self/ns/net ]]; then
+    { exec 99<"/proc/$view/ns/net"; } 2>/dev/null || fallback "$gone"
+    netns=(--net=/proc/self/fd/99)
+    read -r net_mode net_port 2>/dev/null <"$S/network"
+    if [[ $net_mode == proxy ]]; then
+        p=http://127.0.0.1:$net_port
+        export HTTP_PROXY=$p HTTPS_PROXY=$p ALL_PROXY=$p http_proxy=$p https_proxy=$p \
+            all_proxy=$p NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
+    fi
+fi
 # Still the holder's child (so the init, not a process that got its pid): those are its.
 if [[ $view != "$pid" ]]; then
     read -r -a kids 2>/dev/null <"/proc/$pid/task/$pid/children"
@@ -138,8 +154,8 @@ fi
 # is then a pipe to this script (no host file), closed for the command itself (bash keeps
 # a close-on-exec copy for the trap).
 enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
-    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${pidns[@]}" --root=/proc/self/fd/94 --wd=/proc/self/fd/94 --
-    unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
+    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${pidns[@]}" --root=/proc/self/fd/94
+    --wd=/proc/self/fd/94 -- unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
     ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '
 if [[ -n $3 ]] && ! mount -t proc -o ro,nosuid,nodev,noexec proc /proc; then

@@ -33,6 +33,9 @@ def checks() -> list[Check]:
     if all(c.ok for c in result):
         reach: list[str] = []
         result.append(trial(reach))
+        from manager.engines.overlay import netprobe  # setting `network`
+
+        result.append(netprobe.check())
         result.append(identity())
         result.append(boundary(reach if result[-2].ok else "the trial call failed"))
     return result

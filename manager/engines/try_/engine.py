@@ -67,7 +67,14 @@ class TryEngine:
                               streams=request.streams())
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
-        return entry_command(session.sandbox, session.id, self._info(session), request.cwd,
+        import dataclasses
+
+        from manager.egress import launch  # setting `network`: -x for off, a list refused
+
+        info = self._info(session)
+        flag = launch.try_flag(self.config, session.project, info.path, info.flag)
+        return entry_command(session.sandbox, session.id, dataclasses.replace(info, flag=flag),
+                             request.cwd,
                              request.cwd_out, request.command)
 
     def release(self, session: Session) -> None:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import egress_proxy
 from . import hide
 from . import watch as watching
 from .build import Builder
@@ -160,7 +161,9 @@ def main(argv: list[str]) -> int:
     builder = Builder(sandbox, _level_watch(log))
     builder.log = log
     try:
-        enter_namespaces(pid_namespace=True)
+        network = egress_proxy.HolderNetwork(str(sandbox))   # network: before the namespaces
+        enter_namespaces(pid_namespace=True, net_namespace=network.isolated)
+        network.inside()
         builder.build(project)
         builder.hidden = hide.apply(builder.root, sandbox, builder.log)   # issue 24
         sync = Sync(sandbox)
@@ -183,6 +186,11 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     builder.rebase(Path(f"/proc/self/fd/{session_fd}"), f"/proc/self/fd/{real_root}")
+    try:
+        network.serve(session_fd)   # network: the forwarder to the proxy, the calls' state
+    except (OSError, RuntimeError) as exc:
+        print(f"error: network: {exc}", flush=True)
+        return 1
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)

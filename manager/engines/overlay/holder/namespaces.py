@@ -16,6 +16,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
 PR_SET_DUMPABLE = 4
 
 
@@ -55,7 +56,7 @@ def pivot(root: Path) -> int:
     return host_ns
 
 
-def enter_namespaces(pid_namespace: bool = False) -> None:
+def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False) -> None:
     """New user and mount namespaces (and a pid namespace for this process's children),
     mapped by the launcher; then their root."""
     import ctypes
@@ -67,6 +68,7 @@ def enter_namespaces(pid_namespace: bool = False) -> None:
         kernel.lock_host_views()
     flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
     flags |= CLONE_NEWIPC if pid_namespace else 0   # roothard: not the host's SysV IPC objects
+    flags |= CLONE_NEWNET if net_namespace else 0   # setting `network` (holder/egress_proxy.py)
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     print("userns", flush=True)
