@@ -26,6 +26,7 @@ from typing import Protocol
 from . import mountinfo
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from collections.abc import Iterator
 
 AT_FDCWD = -100
@@ -61,6 +62,7 @@ class Skeletons(Protocol):
     host_ns: int   # the host's mount namespace (the holder lives in the pivoted one), or -1
     own_ns: int    # the pivoted one
     skeleton: Path
+    upper: Path
     mounts: list[str]
     log: list[str]
 
@@ -235,3 +237,53 @@ def _mount_entry(builder: Skeletons, level: str, name: str, kind: str, new: int)
     except OSError as exc:
         # Shown empty; writes there still land in the upper directory.
         builder.log.append(f"{path}: appeared after the sandbox started and cannot be shown ({exc})")
+
+
+def bind_sockets(builder: Skeletons, paths: set[str], listening: Callable[[], frozenset[str]]) -> list[str]:
+    """Bind the sockets daemons made after the sandbox started over their paths inside, as the
+    build binds those there before (overlayfs cannot pass connect() through); the paths that
+    could not be shown (a fresh holder shows them). The sandbox's own entry at a path wins;
+    a socket nobody listens on is left as it is (connect() is refused there natively too)."""
+    unbound, found = [], []
+    with host_view(builder):
+        live = listening()
+        for path in sorted(paths):
+            if os.path.lexists(builder.at(builder.upper, path)) or not _listened(path, live):
+                continue
+            try:
+                found.append((path, bind_fd(path, readonly=False)))
+            except OSError as exc:
+                builder.log.append(f"{path}: a socket made after the sandbox started: {exc}")
+                unbound.append(path)
+    for path, fd in found:
+        try:
+            _attach_socket(fd, path)
+        except OSError as exc:   # e.g. the sandbox looked it up before it existed
+            builder.log.append(f"{path}: a socket made after the sandbox started: {exc}")
+            unbound.append(path)
+        finally:
+            os.close(fd)
+    return unbound
+
+
+def _attach_socket(fd: int, path: str) -> None:
+    try:
+        attach(fd, AT_FDCWD, path)
+    except FileNotFoundError:
+        # A restarted daemon: the old socket is bound there, and a mount cannot go on top of
+        # a removed file. Off with the old one (calls already running keep theirs), then on.
+        if not _is_socket(path):
+            raise
+        detach(path)
+        attach(fd, AT_FDCWD, path)
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _listened(path: str, live: frozenset[str]) -> bool:
+    return _is_socket(path) and os.path.realpath(path) in live

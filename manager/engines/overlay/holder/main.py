@@ -96,14 +96,18 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
             sync.collect(builder, session_fd)
         if watch is not None and watch.fd in ready:
             stale = watch.drain() or stale
+            sync.sockets |= watch.new_sockets
+            watch.new_sockets.clear()
+            sync.collect(builder, session_fd)   # marks the state dirty: the next call syncs
+        stale = stale or sync.stale
         st = os.fstat(session_fd)
         if st.st_nlink == 0:
             return
         if init_gone():   # no call could enter the pid namespace: a fresh holder
-            retire(session_fd)
+            retire(session_fd, "the session's init ended")
             return
         if stale and not others_in_namespace():
-            retire(session_fd)
+            retire(session_fd, "a socket cannot be shown" if sync.stale else "the real project changed")
             return
         try:
             last = os.stat(LAST_USED, dir_fd=session_fd).st_mtime

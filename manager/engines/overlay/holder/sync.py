@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import levels
 from .build import Builder
+from .build import listening_sockets
 from .names import HOLDER_PID
 from .names import MOUNT_LOG
 from .names import RETIRED
@@ -45,6 +46,8 @@ class Sync:
         # Several rounds' worth, so that a call that looks late still finds its nonce.
         self.served: collections.deque[str] = collections.deque(maxlen=SERVED_KEPT)
         self.broken = ""   # a swap that failed half-way: only a fresh holder is trustworthy
+        self.sockets: set[str] = set()   # made by daemons outside since the last answer
+        self.stale = False   # a socket could not be shown: a fresh holder once calls end
 
     def nonces(self) -> list[str]:
         data = b""
@@ -55,11 +58,10 @@ class Sync:
 
     def collect(self, builder: Builder, session_fd: int) -> None:
         """Drain the level watch; mark the state dirty (before sleeping again) if it changed."""
-        if builder.watch is None:
-            return
-        for level, names in builder.watch.drain().items():
-            self.pending.setdefault(level, set()).update(names)
-        if self.pending:
+        if builder.watch is not None:
+            for level, names in builder.watch.drain().items():
+                self.pending.setdefault(level, set()).update(names)
+        if self.pending or self.sockets:
             os.close(os.open(SYNC_DIRTY, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=session_fd))
 
     def serve(self, builder: Builder, session_fd: int) -> bool:
@@ -69,6 +71,8 @@ class Sync:
             return False
         self.collect(builder, session_fd)
         why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        if not why and self.sockets:
+            why = self.bind_sockets(builder, session_fd)
         if not self.pending:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(SYNC_DIRTY, dir_fd=session_fd)
@@ -98,11 +102,23 @@ class Sync:
               flush=True)
         busy = namespace_members()
         if not busy:
-            retire(session_fd)
+            retire(session_fd, "a new sandbox is needed to show what changed outside")
             return RETIRED
         return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
                 f"while commands still run in it ({failure}): run the command again when they have "
                 f"ended, or stop them (pids {', '.join(busy)})")
+
+    def bind_sockets(self, builder: Builder, session_fd: int) -> str:
+        unbound = levels.bind_sockets(builder, self.sockets, listening_sockets)
+        self.sockets.clear()
+        append_log(builder, session_fd)
+        if not unbound:
+            return ""
+        if namespace_members(first=True):
+            self.stale = True   # shown by the holder that follows, when the running commands end
+            return ""
+        retire(session_fd, "; ".join(builder.log[-len(unbound):]))
+        return RETIRED
 
     def answer(self, session_fd: int, nonces: list[str], why: str) -> None:
         tmp = SYNC_DONE + ".tmp"
@@ -115,8 +131,9 @@ class Sync:
         os.replace(tmp, SYNC_DONE, src_dir_fd=session_fd, dst_dir_fd=session_fd)
 
 
-def retire(session_fd: int) -> None:
+def retire(session_fd: int, why: str) -> None:
     """Stop new calls from entering (they start a fresh holder) before exiting."""
+    print(f"retired: {why}", file=sys.stderr, flush=True)
     try:
         with open(HOLDER_PID, encoding="ascii", opener=lambda p, f: os.open(p, f, dir_fd=session_fd)) as f:
             mine = f.read().split()[:1] == [str(os.getpid())]

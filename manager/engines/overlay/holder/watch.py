@@ -53,7 +53,8 @@ class Watch:
         self.count = 0
         self.complete = True
         self.tree: set[int] = set()               # watch descriptors of the tree
-        self.socket_dirs: dict[int, int] = {}     # ... of socket directories -> their fd
+        self.socket_dirs: dict[int, tuple[str, int]] = {}   # ... of socket directories -> (path, fd)
+        self.new_sockets: set[str] = set()        # made in them since the last look
 
     def add_tree(self) -> None:
         """Watch the root and the directories below it (the holder retires on the first
@@ -81,8 +82,8 @@ class Watch:
         """Also watch these directories (one level) for a socket made or replaced in them.
 
         The holder binds the sockets daemons listen on (overlayfs cannot pass connect()
-        through); a daemon that starts or restarts later makes a new socket, which only a
-        new holder binds. Other changes there do not count.
+        through); a daemon that starts or restarts later makes a new socket, which the
+        holder binds too (``new_sockets``). Other changes there do not count.
         """
         for path in paths:
             wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path),
@@ -91,10 +92,11 @@ class Watch:
                 # Held open: the holder looks from inside its pivoted root, where the overlay may
                 # remember that the name did not exist.
                 with contextlib.suppress(OSError):
-                    self.socket_dirs[wd] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                    self.socket_dirs[wd] = (path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
 
     def drain(self) -> bool:
-        """Read pending events; True when names in the tree changed, or a socket appeared."""
+        """Read pending events; True when names in the tree changed. Sockets made in the
+        socket directories are collected in ``new_sockets``."""
         changed = False
         while True:
             try:
@@ -109,10 +111,12 @@ class Watch:
         directory = self.socket_dirs.get(wd)
         if directory is None:
             return bool(mask & NAMESPACE_CHANGES)
-        try:
-            return stat.S_ISSOCK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
-        except OSError:
-            return False
+        # A new socket is no reason for a new holder: it is bound at the next call's sync.
+        path, fd = directory
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                self.new_sockets.add(os.path.join(path, os.fsdecode(name)))
+        return False
 
 
 def _events(data: bytes) -> list[tuple[int, int, bytes]]:
