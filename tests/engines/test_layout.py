@@ -92,3 +92,24 @@ def test_the_layout_names_are_spelled_once():
         if path.name != "names.py":
             literals = _path_literals(ast.parse(path.read_text()))
             assert not literals & spelled, f"{path.relative_to(REPO)} spells {literals & spelled}"
+
+
+def _runs_an_engine_cli(call: ast.Call) -> bool:
+    """``subprocess.X([cli, ...])``, ``[engine.cli, ...]`` or ``["docker", ...]``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            and func.value.id == "subprocess" and call.args and isinstance(call.args[0], ast.List)
+            and call.args[0].elts):
+        return False
+    first = call.args[0].elts[0]
+    return (isinstance(first, ast.Name) and first.id == "cli") or \
+        (isinstance(first, ast.Attribute) and first.attr == "cli") or \
+        (isinstance(first, ast.Constant) and first.value in ("docker", "podman"))
+
+
+def test_docker_and_podman_are_run_by_the_container_client_only():
+    client = ENGINES / "container" / "cli.py"
+    runners = [f"{p.relative_to(REPO)}:{node.lineno}" for p in _sources(MANAGER) if p != client
+               for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, ast.Call) and _runs_an_engine_cli(node)]
+    assert not runners

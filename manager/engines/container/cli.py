@@ -89,6 +89,39 @@ class ContainerClient:
 
     # -- raw commands -----------------------------------------------------------
 
+    def answer(self, args: list[str], timeout: float = TIMEOUT) -> tuple[int, str]:
+        """(exit status, the last line of stderr or of stdout) of ``CLI ARGS``, never raising:
+        a missing binary (127) or a hang (124) is an answer too (the doctor's checks)."""
+        argv = [self.cli, *args]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            return 127, f"{self.cli} not found"
+        except subprocess.TimeoutExpired:
+            return 124, f"`{' '.join(argv[:3])}` did not answer within {timeout:.0f} s"
+        text = proc.stderr.strip() if proc.returncode else proc.stdout.strip()
+        return proc.returncode, text.splitlines()[-1] if text else ""
+
+    def output(self, args: list[str], timeout: float = TIMEOUT) -> str:
+        """The stdout of ``CLI ARGS`` whatever its status; empty when it cannot run."""
+        try:
+            return subprocess.run([self.cli, *args], capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    def has_image(self, image: str, timeout: float = 60) -> bool:
+        """``image inspect`` through the CLI (no python-on-whales import)."""
+        return subprocess.run([self.cli, "image", "inspect", image], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout).returncode == 0
+
+    def build(self, args: list[str], env: dict[str, str],
+              timeout: float) -> subprocess.CompletedProcess[str]:
+        """``CLI build ARGS``, its output captured."""
+        return subprocess.run([self.cli, "build", *args], capture_output=True, text=True, env=env,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
     def run(self, argv: list[str], timeout: float = TIMEOUT) -> str:
         """Run ``argv`` (a whole command line), return its stdout; raise on failure."""
         proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,

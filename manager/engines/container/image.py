@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from manager import config as config_mod
 from manager.config import Config
+from manager.engines.container.cli import ContainerClient
 from manager.errors import EngineUnavailable
 
 CANDIDATES = (".devcontainer/devcontainer.json", ".devcontainer.json")
@@ -176,7 +176,7 @@ def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> No
     """
     if spec is None or spec.dockerfile is None or _exists(cli, image):
         return
-    argv = [cli, "build", "-t", image, "-f", str(spec.dockerfile)]
+    argv = ["-t", image, "-f", str(spec.dockerfile)]
     argv += [] if network else ["--network", "none"]
     for key, value in spec.args:
         argv += ["--build-arg", f"{key}={value}"]
@@ -184,8 +184,7 @@ def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> No
         argv += ["--target", spec.target]
     print(f"workspace: building {image} from {spec.path} (once)", file=sys.stderr)
     env = dict(os.environ, DOCKER_BUILDKIT=os.environ.get("DOCKER_BUILDKIT", "0"))
-    proc = subprocess.run([*argv, str(spec.context)], capture_output=True, text=True, env=env,
-                          timeout=BUILD_TIMEOUT, stdin=subprocess.DEVNULL)
+    proc = ContainerClient(cli).build([*argv, str(spec.context)], env, BUILD_TIMEOUT)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise EngineUnavailable(f"{cli} could not build {spec.path}:\n{tail}",
@@ -195,6 +194,5 @@ def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> No
 
 
 def _exists(cli: str, image: str) -> bool:
-    return subprocess.run([cli, "image", "inspect", image], capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=60).returncode == 0
+    return ContainerClient(cli).has_image(image)
 

@@ -19,6 +19,7 @@ from manager.config import Config
 from manager.engines.base import Check
 from manager.engines.container.base import ContainerEngine
 from manager.engines.container.base import resource_name
+from manager.engines.container.cli import ContainerClient
 from manager.session import paths
 
 TIMEOUT = 60.0
@@ -51,16 +52,8 @@ def whales_installed() -> bool:
 
 
 def _call(argv: list[str], timeout: float = TIMEOUT) -> tuple[int, str]:
-    """(exit status, stderr or stdout): a missing binary or a hang is output, not a traceback."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return 127, f"{argv[0]} not found"
-    except subprocess.TimeoutExpired:
-        return 124, f"`{' '.join(argv[:3])}` did not answer within {timeout:.0f} s"
-    text = proc.stderr.strip() if proc.returncode else proc.stdout.strip()
-    return proc.returncode, text.splitlines()[-1] if text else ""
+    """``argv`` (the CLI first) through the engine's client: see ContainerClient.answer."""
+    return ContainerClient(argv[0]).answer(argv[1:], timeout)
 
 
 def image_missing(text: str) -> bool:
@@ -239,12 +232,7 @@ def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
 
     if cli != "podman" or not rootless_podman():
         return Check(VIEW_CHECK, True, "both, each as a whole (host mode)")
-    try:
-        out = subprocess.run([cli, "info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"],
-                             capture_output=True, text=True, timeout=TIMEOUT,
-                             stdin=subprocess.DEVNULL).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
+    out = ContainerClient(cli).output(["info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"])
     storage = tuple(os.path.realpath(line) for line in out.splitlines() if line.startswith("/"))
     limits = container_view.rootless_limits(storage, container_view.rootless_points())
     if not limits:
@@ -258,12 +246,10 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
     from manager.errors import WorkspaceError
 
     state = root / "state" / "workspace"
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        ids = subprocess.run([engine.cli, "ps", "-aq", "--filter",
-                              f"label=org.workspace.state={state}"], capture_output=True,
-                             text=True, timeout=30, stdin=subprocess.DEVNULL).stdout.split()
-        if ids:
-            _call([engine.cli, "rm", "-f", "-v", *ids])
+    ids = ContainerClient(engine.cli).output(["ps", "-aq", "--filter",
+                                              f"label=org.workspace.state={state}"], timeout=30).split()
+    if ids:
+        _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
         _call([engine.cli, "volume", "rm", resource_name(session.name),
                f"workspace-lower-{session.name}"], timeout=30)   # a remote engine's copy
