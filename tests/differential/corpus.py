@@ -147,9 +147,11 @@ echo x > x.txt; setfattr -n user.colour -v blue x.txt
 mkdir xd; setfattr -n user.kind -v dir xd
 setfattr -n user.old -v 1 a.txt
 """,
-    "chmod_chown": """
+    "chmod": """
 chmod 600 a.txt; chmod 700 src; echo run > run.sh; chmod 755 run.sh
-if [ "$CORPUS_ROOT" = 1 ]; then chown 1234:1234 c.txt; fi
+""",
+    "chown": """
+if [ "$CORPUS_ROOT" = 1 ]; then chown 1234:1234 c.txt; echo n > n.txt; chown 1235:1235 n.txt; fi
 """,
     "big_file": """
 head -c 100000000 /dev/zero | tr '\\0' 'b' > big.bin
