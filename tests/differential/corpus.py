@@ -22,6 +22,7 @@ export GIT_AUTHOR_NAME=Ada GIT_AUTHOR_EMAIL=ada@example.com
 export GIT_COMMITTER_NAME=Ada GIT_COMMITTER_EMAIL=ada@example.com
 export GIT_AUTHOR_DATE='@{when} +0000' GIT_COMMITTER_DATE='@{when} +0000'
 export GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 LC_ALL=C TZ=UTC
+export PYTHONDONTWRITEBYTECODE=1   # a .pyc records its source's mtime
 export CORPUS_ROOT={root}   # decided outside: inside a container everyone is root
 git() {{ command git -c init.defaultBranch=master -c advice.detachedHead=false \\
   -c protocol.file.allow=always "$@"; }}

@@ -68,8 +68,10 @@ class Native:
     def __init__(self, base_dir: Path, work: Path, when: int) -> None:
         self.base, self.work, self.when = base_dir, work, when
         self.proj = work / "proj"
-        _bash(base(), base_dir, when)
-        _fresh_copy(base_dir, work)
+        # Built where every run happens: the remotes' URLs are absolute paths into it.
+        work.mkdir()
+        _bash(base(), work, when)
+        shutil.copytree(work, base_dir, symlinks=True)
         out = _bash(script(), self.proj, when)
         assert "FAILED" not in out, f"a case failed natively:\n{out}"
         self.snapshot = snapshot(self.proj)
@@ -79,7 +81,6 @@ class Native:
 @pytest.fixture(scope="module")
 def native(tmp_path_factory: pytest.TempPathFactory) -> Native:
     root = tmp_path_factory.mktemp("differential")
-    (root / "base").mkdir()
     return Native(root / "base", root / "work", int(time.time()) - 60)
 
 
