@@ -103,21 +103,21 @@ def _bash(body: str, cwd: Path, when: int) -> str:
 def test_commit_leaves_what_native_work_leaves(engine: str, native: Native, ws: Runner) -> None:
     _fresh_copy(native.base, native.work)
     prelude = PRELUDE.format(when=native.when, root=int(os.geteuid() == 0))
-    t0 = time.monotonic()
-    ran = ws("run", "--", "bash", "-c", prelude + script(), cwd=native.proj, check=True,
-             timeout=600)
-    t1 = time.monotonic()
-    committed = ws("commit", cwd=native.proj, timeout=600)
-    t2 = time.monotonic()
-    assert committed.returncode == 0, committed.stdout + committed.stderr
-    approved = ws("commit", *FLAGGED, cwd=native.proj, timeout=600)
-    assert approved.returncode == 0, approved.stdout + approved.stderr
-    t3 = time.monotonic()
-    sandboxed = snapshot(native.proj)
-    t4 = time.monotonic()
-    print(f"TIMING {engine}: run {t1-t0:.1f} commit {t2-t1:.1f} approve {t3-t2:.1f} snapshot {t4-t3:.1f}")
-    pending = ws("status", cwd=native.proj, check=True).stdout
-    problems = _compare(native.snapshot, sandboxed, engine, ran.stdout)
+    took: dict[str, float] = {}
+
+    def timed(step: str, *args: str) -> subprocess.CompletedProcess[str]:
+        start = time.monotonic()
+        proc = ws(*args, cwd=native.proj, timeout=600)
+        took[step] = time.monotonic() - start
+        assert proc.returncode == 0, f"{step}: {proc.stdout}{proc.stderr}"
+        return proc
+
+    ran = timed("run", "run", "--", "bash", "-c", prelude + script())
+    committed = timed("commit", "commit")
+    timed("commit flagged", "commit", *FLAGGED)
+    pending = timed("status", "status").stdout
+    print(f"differential {engine}: " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()))
+    problems = _compare(native.snapshot, snapshot(native.proj), engine, ran.stdout)
     assert not problems, "\n".join([*problems, committed.stdout, committed.stderr])
     assert "nothing pending" in pending, pending
 
