@@ -20,6 +20,7 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.commit import reflogs
+from manager.git import nested
 from manager.git import view as gitview
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
@@ -106,6 +107,7 @@ def internals(git_dir: Path, git_changes: list[Change], keep: list[Path]) -> lis
     """The top-level entries under ``.git`` the sandbox changed, but for ``keep``: never
     committed as files (git applies what they mean), dropped once applied."""
     names = {c.path.relative_to(git_dir).parts[0] for c in git_changes if c.path != git_dir}
+    names -= set(nested.NESTED)       # others' git dirs: committed as files (git.nested)
     chosen = [git_dir / n for n in sorted(names)]
     return [p for p in chosen if not any(k == p or p in k.parents for k in keep)]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from manager.changes.model import Change
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
+from manager.git import nested
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import discover
@@ -125,7 +126,9 @@ def read(project: Path, git_changes: list[Change], worktree_changes: list[Change
         return view
     for change in git_changes:
         rel = change.path.relative_to(git_dir).parts
-        if rel and (rel[0] in FLAGGED_DIRS or rel[0] in FLAGGED_FILES) and rel not in UNFLAGGED:
+        if nested.is_nested(rel):        # a submodule's or worktree's own git dir
+            (view.flagged if nested.is_flagged(rel) else view.hidden).append(change)
+        elif rel and (rel[0] in FLAGGED_DIRS or rel[0] in FLAGGED_FILES) and rel not in UNFLAGGED:
             view.flagged.append(change)
         else:
             view.hidden.append(change)

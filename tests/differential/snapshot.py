@@ -1,6 +1,7 @@
 """What a repository and its work tree are, as a comparable value: refs (symbolic ones as
-symbolic), HEAD, every work-tree entry (type, mode, content or link target, empty
-directories, which names share an inode), status, stash list, reflogs and fsck."""
+symbolic), HEAD, every work-tree entry (type, mode, owner, extended attributes, content or
+link target, empty directories, which names share an inode), status, stash list, reflogs
+and fsck."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+
+from tests.differential.corpus import VOLATILE
 
 # Snapshot keys, the unit a documented difference names.
 ASPECTS = ("refs", "head", "tree", "links", "status", "stash", "reflogs", "fsck")
@@ -62,16 +65,26 @@ def _tree(root: Path) -> tuple[dict[str, str], list[list[str]]]:
 
 
 def _describe(path: str, st: os.stat_result) -> str:
-    mode = f"{stat.S_IMODE(st.st_mode):04o}"
+    mode = f"{stat.S_IMODE(st.st_mode):04o} {st.st_uid}:{st.st_gid}{_xattrs(path)}"
     if stat.S_ISLNK(st.st_mode):
         return f"link -> {os.readlink(path)}"
     if stat.S_ISDIR(st.st_mode):
         return f"dir {mode}"
     if stat.S_ISREG(st.st_mode):
+        if any(part in path for part in VOLATILE):
+            return f"file {mode} (volatile)"
+        digest = hashlib.sha1()
         with open(path, "rb") as f:
-            digest = hashlib.sha1(f.read()).hexdigest()[:12]
-        return f"file {mode} {st.st_size} {digest}"
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        return f"file {mode} {st.st_size} {digest.hexdigest()[:12]}"
     return f"{stat.S_IFMT(st.st_mode):o} {mode}"      # fifos, sockets
+
+
+def _xattrs(path: str) -> str:
+    """The user's extended attributes (others are the system's: security.*, trusted.*)."""
+    names = sorted(n for n in os.listxattr(path, follow_symlinks=False) if n.startswith("user."))
+    return "".join(f" {n}={os.getxattr(path, n, follow_symlinks=False)!r}" for n in names)
 
 
 def _reflogs(logs: Path) -> dict[str, list[str]]:
