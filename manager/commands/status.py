@@ -12,6 +12,7 @@ from manager.commands.common import json_arg
 from manager.commands.common import pager_args
 from manager.commands.common import session_args
 from manager.git import view as gitview
+from manager.review import space
 from manager.review import status_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
@@ -57,7 +58,7 @@ def as_json(session: Session, found: list[Change]) -> dict[str, object]:
 
     return {"session": session.id, "engine": session.engine, "project": session.project,
             "notes": list(session.notes), "changes": [c.as_json() for c in found],
-            "network": record.as_json(session.sandbox)}
+            "network": record.as_json(session.sandbox), "disk": space.of(session.sandbox)}
 
 
 def render(session: Session, found: list[Change], *, expand: bool, short: bool,
@@ -70,6 +71,9 @@ def render(session: Session, found: list[Change], *, expand: bool, short: bool,
     out = [f"session {ui.paint(session.id, 'bold')} ({session.engine}) in {ui.quote(session.project)}"]
     out.extend(ui.paint(f"  note: {note}", "dim") for note in session.notes)
     out.extend(_network(session))
+    low = space.warning(space.of(session.sandbox))
+    if low is not None:
+        out.append(ui.paint(f"  {low}", "red"))
     if not found:
         return [*out, "nothing pending: the sandbox holds no changes"]
     out.extend(status_view.long_form(groups, git, project, ui.paint, expand))
