@@ -71,7 +71,10 @@ def remote(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     folder = tempfile.mkdtemp(prefix="wsproxy.", dir="/tmp")
     proxy = CuttingProxy(url.removeprefix("unix://"), f"{folder}/engine.sock")
     for variable in ("DOCKER_HOST", "DOCKER_CONTEXT", "CONTAINER_HOST", "CONTAINER_CONNECTION"):
-        monkeypatch.delenv(variable, raising=False)   # an engine made here sets one: undone
+        # An engine made in this process sets one (remote.connect): set first, so that the
+        # teardown restores the variable's absence (a delenv of an absent one records nothing).
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
     monkeypatch.setenv("WORKSPACE_ENGINE", cli)
     monkeypatch.setenv("WORKSPACE_CONTAINER__HOST", f"unix://{proxy.path}")
     found = Remote(cli, url, proxy)
