@@ -20,7 +20,6 @@ import os
 import sys
 from pathlib import Path
 
-from manager.engines import registry
 from manager.errors import ConfigError
 from manager.record import Record
 from manager.record import Value
@@ -55,7 +54,10 @@ class Option(Value):
         self.choices = choices
 
 
-ENGINES = registry.CHOICES
+# The engine setting's choices: auto, then auto's order (overlay before try: try runs the
+# command as root in a chroot by its own design). engines/registry.py maps each to its class
+# (config sits below engines: it names them, it does not load them).
+ENGINES = ("auto", "overlay", "try", "podman", "docker")
 
 # One table for every setting. Dotted names map to nested YAML mappings.
 SCHEMA: dict[str, Option] = {

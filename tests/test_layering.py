@@ -8,6 +8,7 @@ fails here rather than in review.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,9 @@ ROOT = Path(manager.__file__).parent
 REPO = ROOT.parent
 
 # What each unit of manager/ may import of ours besides itself. A unit is a subpackage
-# (manager/<pkg>/) or a top-level module (manager/<mod>.py).
+# (manager/<pkg>/), a top-level module (manager/<mod>.py), or a module of a package listed
+# by itself (session's record and paths sit below the engines; the rest of session above).
+# docs/architecture.md's table of packages is tested against this one (leaves aside).
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "record": set(),                                  # dataclass-like values without dataclasses
@@ -33,9 +36,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "changes": {"errors", "longpath", "record", "sparse", "ui"},   # ui: names shown escaped
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
     "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
-    "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry"},
-    "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "record", "versioning"},
-    "engines": {"changes", "commit", "config", "errors", "fastjson", "fsutil", "record", "session"},
+    "session.paths": {"errors"},                      # the rules the hook path shares: os alone
+    "session.store": {"errors", "fastjson", "fsutil", "record", "versioning", "session.paths"},
+    "session.health": {"errors", "versioning", "session.paths", "session.store"},
+    "config": {"errors", "fsutil", "record", "versioning", "session.paths"},
+    "engines": {"changes", "commit", "config", "errors", "fastjson", "fsutil", "record",
+                "session.paths", "session.store"},
+    "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "record",
+                "versioning"},                        # and its own record (the units above)
     "guardrails": {"changes", "config", "engines", "errors", "fsutil", "git", "longpath", "session",
                    "ui", "versioning"},
     "claude": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "guardrails", "session",
@@ -47,11 +55,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "__main__": {"main"},
     "__init__": set(),
 }
-# Modules held to fewer imports than their package.
+# Leaves every layer may use; the docs name them once instead of in every row.
+LEAVES = {"errors", "fsutil", "record", "longpath", "sparse", "ui", "__init__"}
+# Modules held to fewer imports than their unit.
 MODULE_MAY_IMPORT: dict[str, set[str]] = {
-    "session.paths": {"errors"},            # the rules the hook path shares: os alone
     "engines.registry": {"errors", "config", "engines", "record"},
-    "engines.base": {"changes", "session", "engines", "record"},
+    "engines.base": {"changes", "session.store", "engines", "record"},
     "claude.records": set(),
 }
 # The hook's hot path: what these may import at module level (stdlib beyond these is refused).
@@ -73,8 +82,12 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _unit(module: str) -> str:
-    head = module.split(".")[0]
-    return head
+    """The most specific unit of the table that holds ``module``."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in MAY_IMPORT:
+            return ".".join(parts[:end])
+    return parts[0]
 
 
 def _is_module(dotted: str) -> bool:
@@ -84,7 +97,8 @@ def _is_module(dotted: str) -> bool:
 
 def _imports(path: Path) -> list[str]:
     """Every ``manager.*`` module ``path`` imports, as ``pkg.mod`` (without ``manager.``);
-    a name imported from ``manager/__init__.py`` counts as ``__init__``."""
+    a name imported from ``manager/__init__.py`` counts as ``__init__``. Every import node
+    counts: inside functions and under ``if TYPE_CHECKING:`` as well as at the top."""
     names = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -101,7 +115,89 @@ def _imports(path: Path) -> list[str]:
 
 
 def _allowed(target: str, allowed: set[str]) -> bool:
-    return any(target == a or target.startswith(a + ".") or _unit(target) == a for a in allowed)
+    """A package named in ``allowed`` brings the units inside it (session: its record too)."""
+    unit = _unit(target)
+    return unit in allowed or unit.split(".")[0] in allowed
+
+
+def _edges(table: dict[str, set[str]], unit: str) -> set[str]:
+    named = table.get(unit, set())
+    inside = {u for u in table if u.split(".")[0] in named}
+    return (named | inside) - {unit}
+
+
+def _cycle(table: dict[str, set[str]]) -> list[str]:
+    """A circle of units in ``table`` (each may import the next), or []."""
+    state: dict[str, int] = {}      # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(unit: str) -> list[str]:
+        state[unit] = 1
+        path.append(unit)
+        for below in sorted(_edges(table, unit)):
+            if state.get(below) == 1:
+                return path[path.index(below):] + [below]
+            if below not in state and (found := visit(below)):
+                return found
+        path.pop()
+        state[unit] = 2
+        return []
+
+    for unit in sorted(table):
+        if unit not in state and (found := visit(unit)):
+            return found
+    return []
+
+
+def test_the_layers_are_an_order():
+    assert not _cycle(MAY_IMPORT), f"the layering has a circle: {' -> '.join(_cycle(MAY_IMPORT))}"
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "a"}, "b": set()}) == []
+
+
+def test_every_allowed_unit_is_in_the_table():
+    named = {u for allowed in (*MAY_IMPORT.values(), *MODULE_MAY_IMPORT.values()) for u in allowed}
+    assert named <= set(MAY_IMPORT)
+    assert {_unit(m) for m in MODULE_MAY_IMPORT} <= set(MAY_IMPORT)
+    assert all(allowed <= MAY_IMPORT[_unit(m)] | {_unit(m)} for m, allowed in MODULE_MAY_IMPORT.items())
+
+
+def test_imports_inside_functions_and_under_type_checking_count(tmp_path: Path):
+    source = tmp_path / "probe.py"
+    source.write_text("TYPE_CHECKING = False\n"
+                      "if TYPE_CHECKING:\n    from manager.engines.base import Engine\n"
+                      "def later():\n    from manager.session import store\n"
+                      "    import manager.config\n")
+    assert sorted(_imports(source)) == ["config", "engines.base", "session.store"]
+
+
+def _doc_rows() -> dict[str, set[str]]:
+    """docs/architecture.md's package table: each unit its row names, to what it may import."""
+    text = (REPO / "docs/architecture.md").read_text()
+    table = text.split("| package | owns | may import |", 1)[1].split("\n\n", 1)[0]
+    rows: dict[str, set[str]] = {}
+    for line in table.splitlines()[2:]:
+        cells = line.strip().strip("|").split("|")
+        units = [_doc_unit(n) for n in re.findall(r"`([^`]+)`", cells[0])]
+        allowed = {_doc_unit(n) for n in re.findall(r"`([^`]+)`", cells[-1])}
+        rows.update((u, allowed) for u in units)
+    return rows
+
+
+def _doc_unit(name: str) -> str:
+    return name.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
+def test_the_docs_table_is_this_table():
+    rows = _doc_rows()
+    for unit, allowed in MAY_IMPORT.items():
+        if unit in LEAVES or unit in ("main", "__main__"):
+            assert allowed <= LEAVES | {"main", "commands"}, unit
+            continue
+        assert unit in rows, f"docs/architecture.md has no row for {unit}"
+        assert rows[unit] - LEAVES == allowed - LEAVES, (
+            f"docs/architecture.md: {unit} may import {sorted(rows[unit])}; "
+            f"the layering test says {sorted(allowed - LEAVES)}")
 
 
 @pytest.mark.parametrize(("module", "path"), _modules(), ids=[m for m, _ in _modules()])
