@@ -33,7 +33,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "longpath": set(),                                # paths of any length, trees of any depth
     "sparse": set(),                                  # copies that keep holes
     "ui": {"errors"},
-    "changes": {"errors", "longpath", "record", "sparse", "ui"},   # ui: names shown escaped
+    "changes": {"errors", "longpath", "record", "sparse", "ui",    # ui: names shown escaped
+                "session.paths"},                     # is_within: the one path rule
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
     "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
     "session.paths": {"errors"},                      # the rules the hook path shares: os alone

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from manager.session import paths
+from manager.session.paths import is_within as _inside
 
 CLAUDE_FILES = ("settings.json", "settings.local.json", "shell-snapshots", "plugins")
 # Project files through which Claude Code runs programs: its settings, hooks, commands
@@ -65,11 +66,6 @@ def _interpreter() -> list[str]:
     if os.path.exists(os.path.join(venv, "pyvenv.cfg")):
         found.append(venv)
     return found
-
-
-def _inside(path: str, root: str) -> bool:
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/")
 
 
 def protected(path: str, project: str) -> str | None:

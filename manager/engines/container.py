@@ -59,6 +59,7 @@ from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.fsutil import locked
 from manager.session import paths
+from manager.session.paths import is_within as _inside
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("container_enter.sh")
@@ -391,10 +392,6 @@ class PodmanEngine(ContainerEngine):
 def rootless_podman() -> bool:
     """podman run by an ordinary user talks to no service: it is rootless."""
     return os.geteuid() != 0 and not os.environ.get("CONTAINER_HOST")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def container_pid(sandbox: Path) -> int | None:

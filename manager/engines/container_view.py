@@ -40,6 +40,7 @@ from manager.engines.container_levels import Plan
 from manager.engines.container_levels import skeleton_dir
 from manager.engines.container_upper import UNSAFE_PATH_CHARS
 from manager.errors import EngineUnavailable
+from manager.session.paths import is_within as _within
 from manager.session.store import Session
 
 UPPERS = "upperdir"          # upperdir/<absolute path>: the uppers of $HOME and /tmp
@@ -231,10 +232,6 @@ def mount_points(texts: list[str]) -> set[str]:
 def mounts_below(path: str, points: set[str]) -> bool:
     prefix = path.rstrip("/") + "/"
     return any(p.startswith(prefix) for p in points)
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def overlaid(session: Session, targets: list[str],

@@ -116,3 +116,11 @@ def sessions_dir() -> Path:
 
 def projects_dir() -> Path:
     return state_home() / "projects"
+
+
+def is_within(path: str | Path, root: str | Path) -> bool:
+    """``path`` is ``root`` or below it: **the** rule (``/`` holds every absolute path, a
+    trailing slash on ``root`` changes nothing). Strings, not ``Path.parents``: review runs
+    it over every change, and the hook path has no pathlib."""
+    text, top = str(path), str(root).rstrip("/") or "/"
+    return text == top or text.startswith(top if top == "/" else top + "/")

@@ -73,3 +73,13 @@ def test_the_test_guard_holds_for_the_hook_side_too(monkeypatch):
     assert os.environ.get(paths.FORBID_DEFAULT)
     with pytest.raises(StateError):
         paths.state_root()
+
+
+@pytest.mark.parametrize(("path", "root", "inside"), [
+    ("/a", "/a", True), ("/a/b", "/a", True), ("/a/b", "/a/", True), ("/a", "/a/", True),
+    ("/ab", "/a", False), ("/", "/a", False), ("/a", "/", True), ("/", "/", True),
+    ("/a/b", "//", True), ("relative", "/", False),
+])
+def test_is_within_is_one_rule_for_every_root(path: str, root: str, inside: bool):
+    assert paths.is_within(path, root) is inside
+    assert paths.is_within(Path(path), Path(root)) is inside
