@@ -39,11 +39,10 @@ CLIENT_OUTSIDE = ("plans",)
 def roots(project: str) -> list[str]:
     from manager.claude import permissions
 
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     claude = permissions.config_dir()
     home = os.path.expanduser("~")
-    found = [paths.state_root(), os.path.join(xdg, "workspace"),
-             os.path.join(xdg, "containers"), "/etc/containers",
+    found = [paths.state_root(), paths.config_root(),
+             os.path.join(paths.config_base(), "containers"), "/etc/containers",
              os.environ.get("DOCKER_CONFIG") or os.path.join(home, ".docker"),
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),   # the package
              "/etc/claude-code"]

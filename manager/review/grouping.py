@@ -63,10 +63,6 @@ class Groups(Record):
         self.elsewhere = elsewhere if elsewhere is not None else {}
 
     @property
-    def project_files(self) -> int:
-        return sum(e.files for e in self.project)
-
-    @property
     def ignored_files(self) -> int:
         return sum(e.files for entries in self.ignored.values() for e in entries)
 

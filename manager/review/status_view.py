@@ -221,7 +221,3 @@ def _label(entry: Entry, project: Path) -> str:
     if entry.collapsed:
         text += f" ({ui.count(entry.files, 'file')})"
     return text
-
-
-def as_changes(groups: Groups) -> list[Change]:
-    return [c for e in groups.project for c in e.members]
