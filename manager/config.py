@@ -215,10 +215,9 @@ def set_trust(path: Path, trusted: bool) -> str | None:
 
 def record_trust(path: Path, digest: str | None) -> str | None:
     """Record ``digest`` as the trusted content of ``path`` (None: drop it); the digest."""
-    import json
 
     from manager import versioning
-    from manager.fsutil import write_atomic
+    from manager.fsutil import write_json_atomic
 
     record = _trust_record(strict=True)
     key = str(path.absolute())
@@ -228,8 +227,7 @@ def record_trust(path: Path, digest: str | None) -> str | None:
         record.pop(key, None)
     trust_path().parent.mkdir(parents=True, exist_ok=True)
     data = versioning.stamp("trust", {"files": record})
-    write_atomic(trust_path(), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
-                 mode=0o600)
+    write_json_atomic(trust_path(), data, indent=1, mode=0o600)
     return digest
 
 

@@ -30,10 +30,15 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
+def write_json_atomic(path: Path, value: Any, *, indent: int | None = 2, sort_keys: bool = True,
+                      mode: int = 0o644) -> None:
+    """**The** writer of a JSON record: whole or not at all (:func:`write_atomic`).
+    ``indent=None``: one compact line (records written on every call)."""
     import json
 
-    write_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
+    separators = (",", ":") if indent is None else None
+    text = json.dumps(value, indent=indent, sort_keys=sort_keys, separators=separators)
+    write_atomic(path, (text + "\n").encode(), mode)
 
 
 def _fsync_dir(path: Path) -> None:

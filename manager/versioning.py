@@ -105,6 +105,7 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
     from pathlib import Path
 
     from manager.fsutil import write_atomic
+    from manager.fsutil import write_json_atomic
 
     keep = Path(f"{path}.format-{found}")
     write_atomic(keep, Path(path).read_bytes())
@@ -112,8 +113,6 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
     for step in range(found, current(kind)):
         record = MIGRATIONS[(kind, step)](record)
     record = stamp(kind, record)
-    import json
-
-    write_atomic(Path(path), (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    write_json_atomic(Path(path), record)
     keep.unlink()
     return record

@@ -40,6 +40,7 @@ from manager.engines.container_levels import Plan
 from manager.engines.container_levels import skeleton_dir
 from manager.engines.container_upper import UNSAFE_PATH_CHARS
 from manager.errors import EngineUnavailable
+from manager.fsutil import write_json_atomic
 from manager.session.paths import is_within as _within
 from manager.session.store import Session
 
@@ -246,7 +247,7 @@ def overlaid(session: Session, targets: list[str],
     for target in targets:
         if target not in recorded:
             recorded.append(target)
-    (session.sandbox / RECORD).write_text(json.dumps(recorded) + "\n")
+    write_json_atomic(session.sandbox / RECORD, recorded, indent=None, sort_keys=False)
     result = []
     for target in targets:
         index = recorded.index(target)
