@@ -211,6 +211,35 @@ def ws(project: Path) -> Runner:
     return run
 
 
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    """**The** project as a git repository: one commit of two files and an ignore file."""
+    git(project, "init", "-q", "-b", "main")
+    git(project, "config", "user.email", "user@example.com")
+    git(project, "config", "user.name", "User")
+    (project / ".gitignore").write_text(".venv/\nbuild/\n")
+    (project / "a.py").write_text("one\ntwo\nthree\n")
+    (project / "b.py").write_text("x = 1\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "initial")
+    return project
+
+
+@pytest.fixture
+def sandboxed(ws: Runner) -> Runner:
+    """``workspace run -- sh -c SCRIPT``, checked."""
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return ws("run", "--", "sh", "-c", script, check=True)
+
+    return run
+
+
 @pytest.fixture
 def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> str:
     """**The** fixture for the built-in overlay engine: the test's sessions use it (a failure
