@@ -11,20 +11,19 @@ from gitrepo import init_repo
 from gitrepo import make_git
 from gitrepo import user_view
 
+from manager.claude.guard import outcome_for
 from manager.guardrails import actions
 
 SID = "claude-1"
 
 
 def start(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_session_start({"session_id": sid, "cwd": str(project),
-                                        "hook_event_name": "SessionStart", "source": "startup"})
+    return actions.on_session_start(actions.Event(sid, str(project)))
 
 
 def stop(project: Path, sid: str = SID, active: bool = False, subagent: bool = False) -> actions.Outcome:
-    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": active,
-                               "hook_event_name": "SubagentStop" if subagent else "Stop"},
-                              subagent=subagent)
+    return actions.on_stop(actions.Event(sid, str(project), stop_hook_active=active),
+                           subagent=subagent)
 
 
 def lines(n: int, tag: str = "x") -> str:
@@ -187,26 +186,27 @@ def test_non_git_directory_turns_the_feature_off_quietly(project: Path, ws, git_
     (project / "big.txt").write_text(lines(400))
     assert start(project) == actions.QUIET
     assert stop(project) == actions.QUIET
-    assert actions.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == actions.QUIET
+    assert actions.on_prompt(actions.Event(SID, str(project))) == actions.QUIET
     assert not (project / ".git").exists()
     out = ws("budget", "--session", SID, check=False)
     assert out.returncode in (0, 1)
 
 
 def test_hooks_tolerate_malformed_and_unknown_input(repo: Git, project: Path):
-    assert actions.on_stop({}).notice
-    assert actions.on_stop({"session_id": 5}).notice
-    assert actions.on_stop({"session_id": "../../etc"}).notice
-    assert actions.on_stop([]).notice  # type: ignore[arg-type]
+    # The plugin reads the hook's JSON into the guard rails' typed event.
+    assert outcome_for("on_stop", {}).notice
+    assert outcome_for("on_stop", {"session_id": 5}).notice
+    assert outcome_for("on_stop", {"session_id": "../../etc"}).notice
+    assert outcome_for("on_stop", []).notice  # type: ignore[arg-type]
     start(project)
-    assert actions.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == actions.QUIET
+    assert outcome_for("on_stop", {"session_id": SID, "cwd": str(project),
+                                   "new_field": [1]}) == actions.QUIET
 
 
 def test_recorded_payloads(repo: Git, project: Path):
     samples = Path(__file__).resolve().parents[1] / "claude" / "samples"   # recorded from the client
-    for name, call in (("SessionStart", actions.on_session_start),
-                       ("UserPromptSubmit", actions.on_prompt), ("Stop", actions.on_stop),
-                       ("Stop_stop_hook_active_true", actions.on_stop)):
+    for name, call in (("SessionStart", "on_session_start"), ("UserPromptSubmit", "on_prompt"),
+                       ("Stop", "on_stop"), ("Stop_stop_hook_active_true", "on_stop")):
         payload = json.loads((samples / f"{name}.json").read_text())
         payload.update(cwd=str(project), session_id=SID)
-        assert call(payload) == actions.QUIET, name
+        assert outcome_for(call, payload) == actions.QUIET, name

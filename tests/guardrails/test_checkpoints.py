@@ -56,16 +56,15 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes]]:
 
 
 def prompt(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_prompt({"session_id": sid, "cwd": str(project), "prompt": "go",
-                                 "hook_event_name": "UserPromptSubmit"})
+    return actions.on_prompt(actions.Event(sid, str(project)))
 
 
 def stop(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": False})
+    return actions.on_stop(actions.Event(sid, str(project), stop_hook_active=False))
 
 
 def start(project: Path, sid: str = SID) -> None:
-    actions.on_session_start({"session_id": sid, "cwd": str(project), "source": "startup"})
+    actions.on_session_start(actions.Event(sid, str(project)))
 
 
 def test_stop_checkpoints_only_when_something_changed(repo: Git, project: Path, ws):
