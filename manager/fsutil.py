@@ -89,7 +89,7 @@ def remove_tree(root: Path) -> None:
     (``/root`` is 0700, ``/proc`` 0555): as their owner we may change them, not read
     or write them as they are. Anything else that fails still raises.
     """
-    from manager import longpath
+    from manager.fs import longpath
 
     if os.path.islink(root) or not os.path.isdir(root):
         os.unlink(root)

@@ -18,11 +18,11 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 
-from manager import longpath
 from manager.changes import meta
 from manager.changes.walkcache import MISSING
 from manager.changes.walkcache import WalkCache
 from manager.changes.walkcache import stat_key
+from manager.fs import longpath
 from manager.record import Value
 from manager.session.paths import is_within as is_within  # the one rule, for its users here
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from manager import longpath
 from manager.changes.model import Change
 from manager.changes.model import Layer
 from manager.changes.model import is_within
@@ -44,6 +43,7 @@ from manager.commit.safefs import walk_stats
 from manager.commit.steps import Executor
 from manager.commit.steps import Outcome
 from manager.errors import WorkspaceError
+from manager.fs import longpath
 
 
 @dataclass

@@ -32,12 +32,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager import longpath
 from manager import versioning
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.errors import StateError
+from manager.fs import longpath
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import Repo

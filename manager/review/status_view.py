@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from manager import longpath
 from manager import ui
 from manager.changes import meta
 from manager.changes.display import display_path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.fs import longpath
 from manager.git.view import GitView
 from manager.git.view import RefChange
 from manager.git.view import symbolic_target

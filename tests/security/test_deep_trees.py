@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from manager import longpath
+from manager.fs import longpath
 from tests.claude.conftest import Claude
 
 pytestmark = pytest.mark.engine
