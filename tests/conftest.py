@@ -218,13 +218,14 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(project: Path) -> Path:
-    """**The** project as a git repository: one commit of two files and an ignore file."""
+    """**The** project as a git repository: one commit of a few files and an ignore file."""
     git(project, "init", "-q", "-b", "main")
     git(project, "config", "user.email", "user@example.com")
     git(project, "config", "user.name", "User")
     (project / ".gitignore").write_text(".venv/\nbuild/\n")
     (project / "a.py").write_text("one\ntwo\nthree\n")
     (project / "b.py").write_text("x = 1\n")
+    (project / "a.txt").write_text("a\n")
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "initial")
     return project

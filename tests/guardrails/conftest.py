@@ -18,8 +18,9 @@ def git_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def repo(project: Path, git_env: None) -> Git:
-    """The ``project`` fixture as a git repository with one commit."""
+def git_repo(project: Path, git_env: None) -> Git:
+    """The ``project`` fixture as a git repository with one commit, as a ``Git`` handle: the
+    guard rails' own tree (its line counts are what the budget tests measure)."""
     git = init_repo(project)
     (project / "src").mkdir()
     (project / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(50)))

@@ -48,7 +48,7 @@ def test_state_written_before_the_session_exists_is_found_after(project):
     assert guardstate.latest_for(project) == "early-1"
 
 
-def test_the_typed_schema_matches_what_the_guard_rails_write(repo, project):
+def test_the_typed_schema_matches_what_the_guard_rails_write(git_repo, project):
     import json
     import typing
 
