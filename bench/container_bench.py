@@ -7,7 +7,7 @@ For each engine, a warm session (its container already running) in a throwaway
 project and state directory, then the median wall time (ms) of one trivial
 command (`true`) through:
 
-- our lean path: `container_enter.sh` (what the Claude plugin runs per Bash call)
+- our lean path: `container/enter.sh` (what the Claude plugin runs per Bash call)
 - `workspace run -- true` (the CLI: Python start-up + the lean path)
 - a bare `ENGINE exec CTR true` into the same container (the target: lean path within 15 ms)
 - `ENGINE run --rm IMAGE true`
@@ -90,7 +90,7 @@ def bench_engine(name: str, n: int, rows: list[tuple[str, str, str]]) -> None:
 
     paths: dict[str, Callable[[], object]] = {
         "bare `exec CTR true` (CLI)": lambda: call([name, "exec", ctr, "true"]),
-        "our lean path (container_enter.sh)": lambda: call(lean, cwd=project, env=env),
+        "our lean path (container/enter.sh)": lambda: call(lean, cwd=project, env=env),
         "`workspace run -- true`": lambda: call([*cli, "run", "--", "true"], cwd=project, env=env),
         "`run --rm IMAGE true`": lambda: call([name, "run", "--rm", "--network", "none", image,
                                                "true"]),

@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from manager.egress.setting import Network
+from manager.egress.setting import narrows
 from manager.errors import ConfigError
 from manager.record import Record
 from manager.record import Value
@@ -37,7 +39,17 @@ env_name = paths.env_name      # the rule lives in session/paths.py (the hooks u
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
 # try.path runs a program, image, upper dir), or open the network.
 TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine", "try.path",
-                            "container.image", "container.network", "container.upper"))
+                            "container.image", "container.network", "container.upper",
+                            "container.host", "network"))
+# ... but for these an untrusted file may still narrow what the rest allows.
+NARROWING = {"network": narrows}
+# Lists an untrusted project file may add to but not shorten (what the sandbox hides).
+ADD_ONLY = frozenset(("hide",))
+# What sandboxed commands cannot read unless the user's config says otherwise (manager.hide).
+HIDE_DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
+                 "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",
+                 "~/.pypirc", "~/.npmrc", "~/.mozilla", "~/.config/google-chrome",
+                 "~/.config/chromium"]
 
 
 class Option(Value):
@@ -68,6 +80,9 @@ SCHEMA: dict[str, Option] = {
                                   "command to end, then refuse (the session is busy)"),
     "overlay.idle_timeout_hours": Option(float, 12.0, "a namespace holder exits after this long idle"),
     "try.path": Option(str, "", "path to binpash/try (default: found on PATH)"),
+    "network": Option(Network, "open", "what sandboxed commands reach: open, off, or a list of "
+                      "hosts (host, host:port, *.domain, a preset: pypi, npm, github, crates, "
+                      "go, rubygems, debian, ubuntu) through the session's proxy"),
     "container.image": Option(str, "workspace-sandbox:latest", "image for podman/docker sessions"),
     "container.network": Option(bool, False, "give container sessions network access (default: off)"),
     "container.memory": Option(str, "", "memory limit, e.g. 2g (empty: none)"),
@@ -77,6 +92,9 @@ SCHEMA: dict[str, Option] = {
                               "upper dir on the host), volume (a volume inside the engine, for "
                               "engines in a VM), auto (host where it works)",
                               ("auto", "host", "volume")),
+    "container.host": Option(str, "", "the engine to run container sessions on: a host URL "
+                             "(unix://, tcp://, ssh://; DOCKER_HOST/CONTAINER_HOST) or a docker "
+                             "context / podman connection name (empty: the client's own choice)"),
     # Guard rails (docs/guardrails.md): the diff budget checked at Stop ...
     "budget.enabled": Option(bool, True, "check the diff budget at Stop/SubagentStop"),
     "budget.limit": Option(int, 300, "changes allowed since the baseline before Stop blocks"),
@@ -96,6 +114,8 @@ SCHEMA: dict[str, Option] = {
     "checkpoints.warn_other_sessions": Option(
         bool, False, "warn at prompt start when another session holds uncommitted checkpoints "
                      "on the same base commit"),
+    "hide": Option(list, HIDE_DEFAULTS, "paths and globs sandboxed commands cannot read (~ and "
+                   "$VAR expanded, relative: from the project); a project file adds to it"),
     "passthrough": Option(list, ["gh", "sudo", "docker", "podman"],
                           "commands the Claude plugin runs outside the sandbox (first word)"),
     "plugin.allow_model_bypass": Option(bool, False, "let the model run a Bash call unsandboxed "
@@ -159,7 +179,12 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
             raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
                               hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
         coerced = _coerce(key, value, str(path))
-        if trusted is not None and key in trusted:
+        if trusted is not None and key in ADD_ONLY:
+            coerced = list(dict.fromkeys([*config.values[key], *coerced]))   # union: adds only
+        elif trusted is not None and key in trusted:
+            if key in NARROWING and NARROWING[key](config.values[key], coerced):
+                _set(config, key, coerced, str(path))
+                continue
             config.ignored[key] = (f"{path} is not trusted (`workspace config trust` after "
                                    "reading it)")
             continue
@@ -217,7 +242,7 @@ def record_trust(path: Path, digest: str | None) -> str | None:
     """Record ``digest`` as the trusted content of ``path`` (None: drop it); the digest."""
 
     from manager import versioning
-    from manager.fsutil import write_json_atomic
+    from manager.fs.util import write_json_atomic
 
     record = _trust_record(strict=True)
     key = str(path.absolute())

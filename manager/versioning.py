@@ -104,8 +104,8 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
         return raw
     from pathlib import Path
 
-    from manager.fsutil import write_atomic
-    from manager.fsutil import write_json_atomic
+    from manager.fs.util import write_atomic
+    from manager.fs.util import write_json_atomic
 
     keep = Path(f"{path}.format-{found}")
     write_atomic(keep, Path(path).read_bytes())

@@ -133,7 +133,22 @@ run_alone() {
     record "$(id -un) (tests marked alone, $((SECONDS - started)) s)" "$rc" "$logs/alone.log"
 }
 
+# The remote-engine tests' second dockerd (tests/engines/remote_dockerd.sh): only root can start
+# one, so root starts it for both passes and hands its socket (usable by $user) to the tests.
+remote_dockerd() {
+    local dir
+    [[ -z ${WS_TEST_REMOTE_DOCKER:-} ]] || return 0
+    dir=$(mktemp -d /tmp/wsrd.XXXXXX)
+    if bash tests/engines/remote_dockerd.sh start "$dir" "$user"; then
+        export WS_TEST_REMOTE_DOCKER=unix://$dir/docker.sock
+        trap 'bash tests/engines/remote_dockerd.sh stop "'"$dir"'"' EXIT
+    else
+        echo "test.sh: the second dockerd did not start; the remote tests will say why" >&2
+    fi
+}
+
 if [[ $(id -u) == 0 && -n $user ]]; then
+    remote_dockerd
     user_pid=
     start_as_user "$@"
     run_as_root_or_self "all tests but those marked alone" --alone=without "$@"

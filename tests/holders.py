@@ -8,6 +8,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+from manager.engines.overlay.holder import mountinfo
+
+# This release's holder (run by its directory) and an older release's (tests/upgrade).
+HOLDER_PROGRAMS = (b"/engines/overlay", b"overlay_holder.py")
+
 
 def stop_holders(base: Path) -> None:
     """Kill the overlay holders whose sandbox lies under ``base`` (another user's: left alone)."""
@@ -17,7 +22,7 @@ def stop_holders(base: Path) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(part.endswith(b"overlay_holder.py") for part in cmdline) and \
+        if any(part.endswith(HOLDER_PROGRAMS) for part in cmdline) and \
                 any(part.startswith(prefix) for part in cmdline):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)
@@ -28,8 +33,7 @@ def stop_holders(base: Path) -> None:
 def _hand_back_under(base: Path) -> None:
     """An ordinary user's sandboxes hold the namespace's root's entries (subordinate ids on
     disk) until handed back: without this, pytest could not remove its old tmp dirs."""
-    from manager.engines import overlay
-
+    from manager.engines.overlay import engine as overlay
     # Where state lives in tests: BASE/state (conftest) or BASE/account/state (accounts).
     for pattern in ("state/workspace/*/*/sandbox", "*/state/workspace/*/*/sandbox",
                     "state/workspace/probe/*", "*/state/workspace/probe/*"):
@@ -51,10 +55,9 @@ def leftover_podman_mounts(uid: int) -> list[str]:
     """Mount points under test directories in ``uid``'s rootless podman pause namespace."""
     try:
         pid = Path(f"/run/user/{uid}/libpod/tmp/pause.pid").read_text().strip()
-        lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        points = mountinfo.points(mountinfo.read(pid))
     except OSError:
         return []
-    points = [line.split()[4] for line in lines if len(line.split()) > 4]
     return sorted((p for p in points if p.startswith(TEST_DIRS)), reverse=True)
 
 

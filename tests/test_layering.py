@@ -28,35 +28,38 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "record": set(),                                  # dataclass-like values without dataclasses
     "fastjson": set(),                                # json for the hook path without `re`
-    "versioning": {"errors", "fastjson", "fsutil", "__init__"},   # record formats (the hook reads it)
-    "fsutil": {"errors", "fs"},
-    "fs": set(),                                      # paths of any length, copies that keep holes
+    "versioning": {"errors", "fastjson", "fs", "__init__"},   # record formats (the hook reads it)
+    "fs": {"errors"},                                 # atomic writes and locks (util), paths of any
+                                                      # length (longpath), copies that keep holes (sparse)
     "ui": {"errors"},
     "changes": {"errors", "fs", "record", "ui",    # ui: names shown escaped
                 "session.paths"},                     # is_within: the one path rule
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
-    "commit": {"changes", "errors", "fs", "fsutil", "git", "record", "versioning"},
+    "commit": {"changes", "errors", "fs", "git", "record", "versioning"},
     "session.paths": {"errors"},                      # the rules the hook path shares: os alone
-    "session.store": {"errors", "fastjson", "fsutil", "record", "versioning", "session.paths"},
+    "session.store": {"errors", "fastjson", "fs", "record", "versioning", "session.paths"},
     "session.health": {"errors", "versioning", "session.paths", "session.store"},
-    "config": {"errors", "fsutil", "record", "versioning", "session.paths"},
-    "engines": {"changes", "commit", "config", "errors", "fastjson", "fsutil", "record",
-                "session.paths", "session.store"},
-    "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "record",
+    "egress.setting": set(),                          # the `network` setting's type: config's
+    "config": {"errors", "fs", "record", "versioning", "session.paths", "egress.setting"},
+    "hide": {"config", "errors", "fastjson", "fs", "session.paths"},   # what sandboxes hide
+    "egress": {"config", "errors", "fastjson", "fs"},      # setting `network` and the egress record
+    "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fs", "hide",
+                "record", "session.paths", "session.store"},
+    "session": {"changes", "config", "engines", "errors", "fastjson", "fs", "hide", "record",
                 "versioning"},                        # and its own record (the units above)
-    "guardrails": {"changes", "config", "engines", "errors", "fs", "fsutil", "git", "session",
-                   "ui", "versioning"},
-    "claude": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "guardrails", "session",
-               "ui", "versioning"},
+    "guardrails": {"changes", "config", "egress", "engines", "errors", "fs", "git",
+                   "session", "ui", "versioning"},
+    "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fs", "guardrails",
+               "session", "ui", "versioning"},
     "review": {"changes", "fs", "git", "record", "ui"},
-    "commands": {"changes", "claude", "commit", "config", "engines", "errors", "git", "guardrails",
-                 "review", "session", "ui", "versioning"},
+    "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors", "git",
+                 "guardrails", "hide", "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),
 }
 # Leaves every layer may use; the docs name them once instead of in every row.
-LEAVES = {"errors", "fs", "fsutil", "record", "ui", "__init__"}
+LEAVES = {"errors", "fs", "record", "ui", "__init__"}
 # Modules held to fewer imports than their unit.
 MODULE_MAY_IMPORT: dict[str, set[str]] = {
     "engines.registry": {"errors", "config", "engines", "record"},

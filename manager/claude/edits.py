@@ -111,7 +111,14 @@ def _read(tool_input: dict[str, Any], path: str, view: tuple[str, str] | None,
                              f"commands run (it leads to {found.target}, pending changes).")
     if os.path.isdir(found.host):
         return {}
-    updated = dict(tool_input, file_path=found.host)
+    from manager.claude import readcopy
+
+    try:
+        handed = readcopy.take(hot["session"], found.host, [upper for upper, _ in layers])
+    except (readcopy.NotReadable, OSError) as exc:
+        return protocol.deny(f"workspace: cannot show the sandbox's version of {path}: {exc}; "
+                             "read it with a Bash command (it runs in the sandbox)")
+    updated = dict(tool_input, file_path=handed)
     via = f" (a symlink to {found.target} there)" if found.target != path else ""
     note = f"{path} has pending changes in the workspace sandbox{via}; Read shows that version."
     project = os.environ.get("CLAUDE_PROJECT_DIR") or hot.get("project") or "/"

@@ -31,7 +31,7 @@ def stamp(project: str) -> list[Any]:
             marks.append([path, st.st_mtime_ns, st.st_size])
         except OSError:
             marks.append([path, None, None])
-    for key in KEYS:
+    for key in (*KEYS, "network"):   # network: see pretool._config
         name = paths.env_name(key)
         marks.append([name, os.environ.get(name)])
     return marks

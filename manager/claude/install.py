@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from manager.errors import WorkspaceError
-from manager.fsutil import write_json_atomic
+from manager.fs.util import write_json_atomic
 
 MARKER = "-m manager.claude"
 # (event, matcher or None, timeout in seconds): the same set as hooks/hooks.json.

@@ -91,6 +91,11 @@ def _config(session_id: str, hot: Hot) -> HotConfig:
     config, reloaded = hotconfig.current(hot, hot["project"])
     if reloaded:
         state.write_hot(session_id, hot)
+        from pathlib import Path
+
+        from manager.egress import launch  # setting `network` may have changed with them
+
+        launch.mark_if_changed(Path(paths.session_root(session_id)) / "sandbox", hot["project"])
     return config
 
 

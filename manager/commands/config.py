@@ -64,7 +64,7 @@ def show(args: argparse.Namespace) -> int:
 def _devcontainer(ctx: Context) -> tuple[Path, bool] | None:
     """(the project's devcontainer, trusted) when it would choose the image."""
     from manager.config import is_trusted_digest
-    from manager.engines import container_image
+    from manager.engines.container import image as container_image
     from manager.errors import WorkspaceError
 
     path = None if container_image.explicit(ctx.config) else container_image.find(ctx.project)
@@ -107,8 +107,7 @@ def _trust_settings(project: Path, trusted: bool) -> bool:
 
 def _trust_devcontainer(project: Path, trusted: bool) -> bool:
     """The devcontainer names the image every call runs in: trusted with its Dockerfile."""
-    from manager.engines import container_image
-
+    from manager.engines.container import image as container_image
     path = container_image.find(project)
     if path is None:
         return False

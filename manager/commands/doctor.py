@@ -32,13 +32,18 @@ def doctor(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         choice = {"engine": None, "source": str(exc)}
     unreadable = health.survey(owned_records())
+    from manager.commands import doctor_hide
+
+    hidden = doctor_hide.report(ctx, choice["engine"])
     if args.json:
         ui.dump_json({"engines": {n: [c.as_json() for c in cs] for n, cs in results.items()},
-                      "chosen": choice, "unreadable": [u.as_json() for u in unreadable]})
+                      "chosen": choice, "unreadable": [u.as_json() for u in unreadable],
+                      "hide": hidden})
     else:
         _show(results, choice)
         _show_unreadable(unreadable)
-    return 0 if choice["engine"] and not unreadable else 1
+        doctor_hide.show(hidden)
+    return 0 if choice["engine"] and not unreadable and hidden["held"] is not False else 1
 
 
 def _show_unreadable(found: list[health.Unreadable]) -> None:

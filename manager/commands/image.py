@@ -8,8 +8,8 @@ from pathlib import Path
 
 from manager import ui
 from manager.commands.common import json_arg
-from manager.engines import container_probe
 from manager.engines import registry
+from manager.engines.container import probe as container_probe
 from manager.errors import WorkspaceError
 from manager.session.context import Context
 

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def sessions(args: argparse.Namespace) -> int:
     found, errors = store.list_sessions()
-    rows = [lifecycle.describe(s) for s in found]
+    rows = [_with_where(lifecycle.describe(s), s) for s in found]
     if args.json:
         ui.dump_json({"sessions": rows, "errors": [str(e) for e in errors]})
         return 0
@@ -29,10 +29,18 @@ def sessions(args: argparse.Namespace) -> int:
         age = _age(float(str(row["updated"])))
         current = "*" if row["current"] else " "
         ui.out(f"{current} {row['id']:<40} {row['engine']:<8} {row['state']:<9} "
-               f"{age:>6}  {ui.quote(str(row['project']))}")
+               f"{age:>6}  {ui.quote(str(row['project']))}"
+               + (f"  on {row['where']}" if row["where"] != "local" else ""))
     for error in errors:
         ui.err(f"workspace: warning: {error}")
     return 0
+
+
+def _with_where(row: dict[str, object], session: store.Session) -> dict[str, object]:
+    """Where the session's sandbox runs: "local", or a remote engine's host or context."""
+    from manager.engines.container.remote import where_runs
+
+    return {**row, "where": where_runs(session.sandbox)}
 
 
 def _age(when: float) -> str:

@@ -53,8 +53,11 @@ def status(args: argparse.Namespace) -> int:
 
 
 def as_json(session: Session, found: list[Change]) -> dict[str, object]:
+    from manager.egress import record
+
     return {"session": session.id, "engine": session.engine, "project": session.project,
-            "notes": list(session.notes), "changes": [c.as_json() for c in found]}
+            "notes": list(session.notes), "changes": [c.as_json() for c in found],
+            "network": record.as_json(session.sandbox)}
 
 
 def render(session: Session, found: list[Change], *, expand: bool, short: bool,
@@ -66,9 +69,18 @@ def render(session: Session, found: list[Change], *, expand: bool, short: bool,
         return status_view.short_form(groups, git, project)
     out = [f"session {ui.paint(session.id, 'bold')} ({session.engine}) in {ui.quote(session.project)}"]
     out.extend(ui.paint(f"  note: {note}", "dim") for note in session.notes)
+    out.extend(_network(session))
     if not found:
         return [*out, "nothing pending: the sandbox holds no changes"]
     out.extend(status_view.long_form(groups, git, project, ui.paint, expand))
     out.append(ui.paint("  (workspace diff to review; workspace commit [PATH...] to apply; "
                         "workspace discard --yes [PATH...] to drop)", "dim"))
     return out
+
+
+def _network(session: Session) -> list[str]:
+    """The egress record's section (setting ``network``), refused hosts painted first."""
+    from manager.egress import record
+
+    lines = record.render(session.sandbox)
+    return [ui.paint(line, "red") if "REFUSED" in line else line for line in lines]

@@ -18,7 +18,7 @@ from pathlib import Path
 from manager import versioning
 from manager.changes.model import Layer
 from manager.errors import StateError
-from manager.fsutil import write_json_atomic
+from manager.fs.util import write_json_atomic
 
 JOURNAL = "commit-journal.json"
 

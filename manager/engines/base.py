@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Protocol
     from typing import TypeGuard
 
-    from manager.engines.container_cli import Labelled
+    from manager.engines.container.cli import Labelled
 
 
 # Shared with every ``*_enter.sh`` (tests/engines/test_entry_scripts.py ties them):

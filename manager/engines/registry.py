@@ -39,10 +39,10 @@ class Spec(Value):
 # In ``auto``'s order: the first that works here is chosen. overlay before try: try runs
 # the command as root in a chroot by its own design, which is not a security boundary.
 ENGINES: dict[str, Spec] = {
-    "overlay": Spec("manager.engines.overlay:OverlayEngine", container=False),
-    "try": Spec("manager.engines.tryengine:TryEngine", container=False),
-    "podman": Spec("manager.engines.container:PodmanEngine", container=True),
-    "docker": Spec("manager.engines.container:DockerEngine", container=True),
+    "overlay": Spec("manager.engines.overlay.engine:OverlayEngine", container=False),
+    "try": Spec("manager.engines.try_.engine:TryEngine", container=False),
+    "podman": Spec("manager.engines.container.engine:PodmanEngine", container=True),
+    "docker": Spec("manager.engines.container.engine:DockerEngine", container=True),
 }
 AUTO = "auto"
 AUTO_ORDER = config.ENGINES[1:]    # the setting's choices are config's; the classes are here
@@ -93,9 +93,9 @@ def resolve(config: Config) -> tuple[str, str, list[str]]:
 def _typed_table() -> None:
     """For mypy only: every class in the table fills the engine protocol."""
     if TYPE_CHECKING:
-        from manager.engines.container import DockerEngine
-        from manager.engines.container import PodmanEngine
-        from manager.engines.overlay import OverlayEngine
-        from manager.engines.tryengine import TryEngine
+        from manager.engines.container.engine import DockerEngine
+        from manager.engines.container.engine import PodmanEngine
+        from manager.engines.overlay.engine import OverlayEngine
+        from manager.engines.try_.engine import TryEngine
 
         _: list[EngineFactory] = [TryEngine, OverlayEngine, PodmanEngine, DockerEngine]

@@ -98,7 +98,25 @@ def on_prompt(event: Event) -> Outcome:
 
 
 def on_stop(event: Event, subagent: bool = False) -> Outcome:
-    return _guarded(event, lambda t, e: _stop(t, e, subagent))
+    return _guarded(event, lambda t, e: _with_egress(t, _stop(t, e, subagent)))
+
+
+def _with_egress(target: Target, outcome: Outcome) -> Outcome:
+    """The network connections the sandbox refused since the last stop (setting
+    ``network``), for the user and the model alike."""
+    if target.session is None:
+        return outcome
+    from manager.egress import record
+
+    refused = record.stop_context(target.session.sandbox)
+    if refused is None:
+        return outcome
+    return Outcome(notice=_joined(outcome.notice, refused), context=_joined(outcome.context, refused),
+                   block=outcome.block)
+
+
+def _joined(first: str | None, second: str) -> str:
+    return f"{first}\n{second}" if first else second
 
 
 def _guarded(event: Event, action: Callable[[Target, Event], Outcome]) -> Outcome:

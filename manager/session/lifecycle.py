@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from manager.engines.base import LeavesContainers
-    from manager.engines.container_cli import Labelled
+    from manager.engines.container.cli import Labelled
 
 
 def process_start(pid: int) -> int | None:

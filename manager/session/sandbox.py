@@ -33,14 +33,21 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     cache = WalkCache(str(session.dir / REVIEW_CACHE), header)
     found = model.read_changes(layers, session.project_path, summarize, cache, on_found)
     cache.save()
-    # Writes a sandboxed command made into workspace's own state are never real changes.
-    state = paths.state_home()
-    return [c for c in found if not is_within(c.real_path, state)]
+    # Writes a sandboxed command made into workspace's own state, or where the sandbox
+    # hides the host's files (manager.hide), are never real changes.
+    kept = [str(paths.state_home()), *_hidden(ctx)]
+    return [c for c in found if not any(is_within(c.real_path, k) for k in kept)]
 
 
 def never_committed(ctx: Context) -> list[str]:
-    """The user's exclude patterns, and workspace's own state (see ``pending``)."""
-    return [*ctx.config["exclude"], str(paths.state_home())]
+    """The user's exclude patterns, workspace's own state and what is hidden (see ``pending``)."""
+    return [*ctx.config["exclude"], str(paths.state_home()), *_hidden(ctx)]
+
+
+def _hidden(ctx: Context) -> list[str]:
+    from manager import hide
+
+    return hide.never_written(ctx.config, str(ctx.project))
 
 
 @contextlib.contextmanager

@@ -259,7 +259,7 @@ def test_direct_edits_never_see_a_stale_view(claude: Claude) -> None:
 
 
 def test_session_end_releases_and_keeps_changes(claude: Claude) -> None:
-    from manager.engines.overlay import holder_pid
+    from manager.engines.overlay.engine import holder_pid
 
     claude.start()
     claude.bash("echo keep > kept.txt")

@@ -233,7 +233,7 @@ def test_ask_names_the_original_command(claude_env: ClaudeEnv, project_dir: Path
     assert tool.is_error and "runs `touch asked.txt` in the sandbox" in tool.content, \
         result.describe()
     # the denial records the wrapped input; the debug log the reason with the original
-    assert "overlay_enter.sh" in result.permission_denials[0]["tool_input"]["command"]
+    assert "overlay/enter.sh" in result.permission_denials[0]["tool_input"]["command"]
     assert "returned permissionDecision: ask (reason: workspace: runs `touch asked.txt`" \
         in result.debug_log
 

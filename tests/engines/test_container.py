@@ -21,7 +21,7 @@ import pytest
 from manager import config
 from manager.engines import registry
 from manager.engines.base import RunRequest
-from manager.engines.container import rootless_podman
+from manager.engines.container.engine import rootless_podman
 from manager.session import store
 from tests.engines.support import status
 from tests.engines.support import wait_until

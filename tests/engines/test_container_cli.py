@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines.container_cli import ContainerClient
-from manager.engines.container_cli import ContainerCommandError
-from manager.engines.container_upper import parse_births
+from manager.engines.container.cli import ContainerClient
+from manager.engines.container.cli import ContainerCommandError
+from manager.engines.container.upper import parse_births
 from tests.engines.conftest import engine_cli
 
 container = pytest.mark.parametrize("engine_name", ["docker", "podman"], indirect=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from manager import config
-from manager.engines import container_image
 from manager.engines import registry
+from manager.engines.container import image as container_image
 from manager.session import store
 
 DEVCONTAINER = """// the project's dev container

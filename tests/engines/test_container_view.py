@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import container_view
+from manager.engines.container import view as container_view
 from manager.session import store
 from tests.engines.support import status
 

@@ -16,20 +16,19 @@ import pytest
 from manager.claude import rewrite
 from manager.claude import state
 from manager.engines import base
-from manager.engines import overlay
-from manager.engines import overlay_holder
+from manager.engines.overlay import engine as overlay
+from manager.engines.overlay.holder import names
 from manager.main import build_parser
 
 ENGINES_DIR = Path(base.__file__).parent
-ENTRY_SCRIPTS = sorted(ENGINES_DIR.glob("*_enter.sh"))
+ENTRY_SCRIPTS = sorted(ENGINES_DIR.glob("*/enter.sh"))
 
 
 def test_there_are_entry_scripts():
-    assert {p.name for p in ENTRY_SCRIPTS} >= {"overlay_enter.sh", "try_enter.sh",
-                                               "container_enter.sh"}
+    assert {p.parent.name for p in ENTRY_SCRIPTS} >= {"overlay", "try_", "container"}
 
 
-@pytest.mark.parametrize("script", ENTRY_SCRIPTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("script", ENTRY_SCRIPTS, ids=lambda p: p.parent.name)
 def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
     text = script.read_text()
     assert f"${base.NO_FALLBACK}" in text and f"exit {base.NOT_ENTERED}" in text
@@ -44,10 +43,9 @@ def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
 
 
 def test_overlay_holder_files_are_named_alike_everywhere():
-    text = (ENGINES_DIR / "overlay_enter.sh").read_text()
-    assert overlay.HOLDER_PID == overlay_holder.HOLDER_PID
-    assert f'<"$S/{overlay.HOLDER_PID}"' in text
-    assert ': >"$S/last-used"' in text and '"last-used"' in Path(overlay_holder.__file__).read_text()
+    text = overlay.ENTER_SCRIPT.read_text()
+    assert f'<"$S/{names.HOLDER_PID}"' in text
+    assert f': >"$S/{names.LAST_USED}"' in text
     # "<pid> <start time>": the script compares field 22 of /proc/PID/stat, as procs.start_time does.
     assert "${st[21]}" in text
 
@@ -71,9 +69,8 @@ def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: p
 
 
 def test_the_overlay_entry_and_holder_share_the_sync_protocol():
-    """The entry's side of "bring the snapshotted directories up to date" (overlay_holder.Sync)."""
-    text = (ENGINES_DIR / "overlay_enter.sh").read_text()
-    for name in (overlay_holder.SYNC_REQUEST, overlay_holder.SYNC_SLEEP, overlay_holder.SYNC_DONE,
-                 overlay_holder.SYNC_DIRTY):
+    """The entry's side of "bring the snapshotted directories up to date" (holder.sync.Sync)."""
+    text = overlay.ENTER_SCRIPT.read_text()
+    for name in (names.SYNC_REQUEST, names.SYNC_SLEEP, names.SYNC_DONE, names.SYNC_DIRTY):
         assert f'"$S/{name}"' in text or f"$S/{name}" in text, name
-    assert f"$why == {overlay_holder.RETIRED}" in text
+    assert f"$why == {names.RETIRED}" in text

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay
 from manager.engines.base import RunRequest
+from manager.engines.overlay import engine as overlay
 from manager.session import store
 from manager.session.context import Context
 from tests.engines.support import wait_until

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay
-from manager.engines import overlay_ids
+from manager.engines.overlay import engine as overlay
+from manager.engines.overlay import ids as overlay_ids
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
@@ -148,7 +148,7 @@ def test_discard_removes_what_the_namespaces_root_made(account: Account):
     # The session's end (gc of a client's session) destroys the sandbox, as the user.
     sandbox = account.sandbox()
     destroy = ("import sys, types; from pathlib import Path; "
-               "from manager.engines.overlay import OverlayEngine; "
+               "from manager.engines.overlay.engine import OverlayEngine; "
                "OverlayEngine(None).destroy(types.SimpleNamespace(sandbox=Path(sys.argv[1]), id='t'))")
     proc = account.run([account.python, "-c", destroy, str(sandbox)])
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from manager.engines import overlay_levels
+from manager.engines.overlay.holder import levels as overlay_levels
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,6 +22,7 @@ class _VanishingLevel:
 
     real_prefix = ""
     host_ns = own_ns = -1
+    hidden: frozenset[str] = frozenset()
 
     def __init__(self, tmp: Path) -> None:
         self.skeleton = tmp / "skeleton"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import overlay
+from manager.engines.overlay import engine as overlay
+from manager.engines.overlay.holder import mountinfo
 from tests.engines.accounts import Account
 
 pytestmark = pytest.mark.engine
@@ -57,8 +58,7 @@ def test_calls_enter_and_write_as_this_user(account: Account):
 
 def _unreadable_with_mounts_below() -> Path | None:
     """A directory on this host that this user cannot list and that has mounts below it."""
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        points = [Path(line.split()[4]) for line in f]
+    points = [Path(point) for point in mountinfo.points(mountinfo.read())]
     for point in points:
         for parent in reversed(point.parents):
             if parent != Path("/") and not os.access(parent, os.R_OK | os.X_OK):
@@ -142,7 +142,7 @@ def _holders(base: Path) -> list[str]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"overlay_holder.py" in cmdline and str(base).encode() in cmdline:
+        if bytes(overlay.HOLDER_PROGRAM) in cmdline and str(base).encode() in cmdline:
             found.append(pid)
     return found
 
@@ -336,7 +336,7 @@ def test_parallel_calls_never_report_a_false_not_running(account: Account):
 
 RACE = """
 import os, signal, sys
-from manager.engines import overlay
+from manager.engines.overlay import engine as overlay
 from manager.engines.base import RunRequest
 from manager.session.context import Context
 ctx = Context.load(sys.argv[1])

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import container_levels
-from manager.engines import container_view
-from manager.engines.container import rootless_podman
+from manager.engines.container import levels as container_levels
+from manager.engines.container import view as container_view
+from manager.engines.container.engine import rootless_podman
 from tests.engines.support import status
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from manager import config
-from manager.engines import try_layout
-from manager.engines import try_probe
+from manager.engines.try_ import layout as try_layout
+from manager.engines.try_ import probe as try_probe
 from tests.engines import tryforms
 from tests.engines.conftest import try_unavailable
 
@@ -100,7 +101,7 @@ def test_a_missing_try_says_how_to_install_it(tmp_path: Path):
 
 
 def _overlay_works() -> str | None:
-    from manager.engines.overlay import OverlayEngine
+    from manager.engines.overlay.engine import OverlayEngine
 
     return OverlayEngine(config.load(None)).health_check()
 
@@ -116,6 +117,28 @@ def test_auto_chooses_overlay_before_any_try(ws, project: Path, tmp_path: Path):
     session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
     assert (session["engine"], session["engine_source"]) == ("overlay", "auto (default)")
     assert not any("try:" in n for n in session["notes"])
+
+
+def test_auto_with_the_real_try_installed_gives_the_users_own_identity(ws, project: Path,
+                                                                      tmp_path: Path):
+    """With binpash/try installed (as setup installs it), auto is the overlay engine: the
+    caller's own uid inside, and an archive with foreign owners unpacks (try runs every
+    command as root: "Cannot change ownership ... Invalid argument")."""
+    if reason := _overlay_works():
+        pytest.skip(f"the overlay engine cannot run here: {reason}")
+    if shutil.which("try") is None:
+        pytest.skip("binpash/try is not installed (scripts/setup.d installs it)")
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "data.txt").write_text("payload\n")
+    archive = project / "foreign.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "--owner=12345", "--group=12345", "-C", str(tree),
+                    "pkg"], check=True)
+    proc = ws("run", "--", "sh", "-c", "id -u && tar xzf foreign.tar.gz && cat pkg/data.txt",
+              check=True)
+    assert proc.stdout == f"{os.geteuid()}\npayload\n", proc.stderr
+    session = json.loads(ws("sessions", "--json", check=True).stdout)["sessions"][0]
+    assert (session["engine"], session["engine_source"]) == ("overlay", "auto (default)")
 
 
 def test_try_failing_before_the_command_is_reported_with_its_output(ws, project: Path,
@@ -290,8 +313,7 @@ def test_try_summary_lists_what_status_lists(ws, project: Path, tmp_path: Path,
 
 
 def test_directories_try_leaves_empty_are_read_from_its_log(tmp_path: Path, monkeypatch) -> None:
-    from manager.engines import try_probe
-
+    from manager.engines.try_ import probe as try_probe
     log = tmp_path / try_layout.OURS / "try.log"
     log.parent.mkdir(parents=True)
     log.write_text('try(/x/mount_and_execute.sh): Warning: Failed mounting /var as an overlay and '
@@ -332,7 +354,7 @@ def test_a_tree_its_owner_locked_is_removed(tmp_path: Path):
     for sub, mode in (("unreadable/deeper/deepest", 0), ("unreadable/deeper", 0o300),
                       ("unreadable", 0), ("readonly/sub", 0o555), ("readonly", 0o500)):
         (root / sub).chmod(mode)
-    code = "import sys; from pathlib import Path; from manager import fsutil; " \
+    code = "import sys; from pathlib import Path; from manager.fs import util as fsutil; " \
            "fsutil.remove_tree(Path(sys.argv[1]))"
     proc = subprocess.run(_as_owner_only([sys.executable, "-c", code, str(root)]),
                           capture_output=True, text=True)
@@ -342,7 +364,7 @@ def test_a_tree_its_owner_locked_is_removed(tmp_path: Path):
 
 def test_remove_tree_still_reports_what_it_cannot_remove(tmp_path: Path):
     with pytest.raises(FileNotFoundError):
-        from manager import fsutil
+        from manager.fs import util as fsutil
 
         fsutil.remove_tree(tmp_path / "never-made")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.engines import try_probe
+from manager.engines.try_ import probe as try_probe
 
 FORMS = {"try-main": "-N", "try-0.2.0": "-D"}   # test id -> interface flag
 INSTALLED = Path("/usr/local/lib/workspace-try")

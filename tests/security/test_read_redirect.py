@@ -96,3 +96,42 @@ def test_a_symlink_loop_and_a_dangling_link_are_refused(claude: Claude, project:
                        "ln -s nowhere dangling").returncode == 0
     for name in ("loop-a", "dangling"):
         assert _read(claude, project / name)["permissionDecision"] == "deny", name
+
+
+def test_the_client_reads_a_private_copy_that_a_later_swap_cannot_change(
+        claude: Claude, project: Path, secret: Path) -> None:
+    """Between the answer and the client's open, the sandbox may swap the file it judged
+    for a symlink to a denied one: the client is handed a copy in the session's state."""
+    assert claude.bash("echo judged > notes.md").returncode == 0
+    spec = _read(claude, project / "notes.md")
+    assert spec["permissionDecision"] == "allow", spec
+    handed = Path(spec["updatedInput"]["file_path"])        # type: ignore[index]
+    assert handed.name == "notes.md" and "upperdir" not in handed.parts
+    assert claude.bash(f"rm notes.md && ln -s {secret}/key notes.md").returncode == 0
+    assert handed.read_text() == "judged\n" and not handed.is_symlink()
+    assert _read(claude, project / "notes.md")["permissionDecision"] == "deny"
+
+
+@pytest.mark.parametrize("swap", ["file", "directory"])
+def test_a_copy_never_follows_a_symlink_in_the_upper_directory(tmp_path: Path, swap: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy is opened component by component without following symlinks: a swap
+    between the hook's look and its copy is refused, never read through."""
+    from manager.claude import readcopy
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    upper, secret = tmp_path / "upper", tmp_path / "secret"
+    (upper / "proj").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "notes.md").write_text("the secret\n")
+    if swap == "file":
+        (upper / "proj" / "notes.md").symlink_to(secret / "notes.md")
+        target = upper / "proj" / "notes.md"
+    else:
+        (upper / "proj" / "sub").symlink_to(secret)
+        target = upper / "proj" / "sub" / "notes.md"
+    with pytest.raises(readcopy.NotReadable):
+        readcopy.take("ws-test", str(target), [str(upper)])
+    real = tmp_path / "real.txt"
+    real.write_text("real\n")
+    assert readcopy.take("ws-test", str(real), [str(upper)]) == str(real)   # not the sandbox's

@@ -77,10 +77,12 @@ def test_a_sandboxed_command_cannot_arm_the_bypass(claude: Claude, tmp_path: Pat
     claude.start()
     marker = tmp_path / "escaped"
     bypass = Path(paths.session_root("sess-1")) / state.BYPASS
-    run = claude.bash(f"echo armed > {bypass} && mkdir -p {tmp_path}/config/workspace && "
+    run = claude.bash(f"echo armed > {bypass}; mkdir -p {tmp_path}/config/workspace && "
                       f"echo 'passthrough: [touch]' > {tmp_path}/config/workspace/config.yaml")
     assert run.returncode == 0, run
-    assert not bypass.exists() and in_upper(bypass).exists()   # landed in the upper dir
+    # The state is hidden (manager/hide.py): the write has nowhere to land, not even the upper.
+    assert "bypass-next: No such file or directory" in run.stderr, run
+    assert not bypass.exists() and not in_upper(bypass).exists()
     assert not (tmp_path / "config" / "workspace" / "config.yaml").exists()
     assert "updatedInput" in claude.pre_bash(f"touch {marker}").spec
     assert not marker.exists()

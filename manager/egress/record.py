@@ -1,0 +1,109 @@
+"""The egress record: every connection attempt through a session's proxy, as the proxy
+appended it to ``egress.jsonl`` in the sandbox directory (see engines/overlay/holder/egress_proxy.py),
+summed up for ``workspace status`` and the Stop hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from manager import fastjson  # status may not import json (tests/test_startup_imports.py)
+
+RECORD = "egress.jsonl"
+POLICY = "network.json"
+SEEN = "egress.seen"     # how many refused attempts the Stop hook has already mentioned
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def attempts(sandbox: Path) -> list[dict[str, Any]]:
+    """The attempts in order; a torn or foreign line is skipped."""
+    try:
+        text = (sandbox / RECORD).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            entry = fastjson.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("host"), str):
+            out.append(entry)
+    return out
+
+
+def mode(sandbox: Path) -> dict[str, Any]:
+    """The policy the sandbox was started with (open when none was written)."""
+    try:
+        policy = fastjson.loads((sandbox / POLICY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"mode": "open", "allow": []}
+    return policy if isinstance(policy, dict) else {"mode": "open", "allow": []}
+
+
+def hosts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (host, port, allowed): counts, bytes and calls; refused first, then by count."""
+    table: dict[tuple[str, int, bool], dict[str, Any]] = {}
+    for e in entries:
+        key = (e["host"], int(e.get("port") or 0), bool(e.get("allowed")))
+        row = table.setdefault(key, {"host": key[0], "port": key[1], "allowed": key[2],
+                                     "count": 0, "up": 0, "down": 0, "calls": []})
+        row["count"] += 1
+        row["up"] += int(e.get("up") or 0)
+        row["down"] += int(e.get("down") or 0)
+        call = e.get("call") or ""
+        if call and call not in row["calls"]:
+            row["calls"].append(call)
+    return sorted(table.values(), key=lambda r: (r["allowed"], -r["count"], r["host"], r["port"]))
+
+
+def as_json(sandbox: Path) -> dict[str, Any]:
+    entries = attempts(sandbox)
+    policy = mode(sandbox)
+    return {"mode": policy.get("mode", "open"), "allow": policy.get("allow", []),
+            "attempts": len(entries), "refused": sum(1 for e in entries if not e.get("allowed")),
+            "hosts": hosts(entries), "record": entries}
+
+
+def render(sandbox: Path) -> list[str]:
+    """The status section; nothing when the network is open and nothing went through a proxy."""
+    data = as_json(sandbox)
+    if data["mode"] == "open" and not data["attempts"]:
+        return []
+    what = {"off": "off", "list": "only " + ", ".join(data["allow"])}.get(data["mode"], data["mode"])
+    out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused"]
+    for row in data["hosts"]:
+        verdict = "allowed" if row["allowed"] else "REFUSED"
+        calls = f"  calls: {', '.join(row['calls'])}" if row["calls"] else ""
+        size = f", {row['up']} B up, {row['down']} B down" if row["allowed"] else ""
+        out.append(f"  {verdict} {row['host']}:{row['port']}  {row['count']}x{size}{calls}")
+    return out
+
+
+def refused_since_last(sandbox: Path) -> list[dict[str, Any]]:
+    """Refused attempts not mentioned before (the Stop hook's context); marks them seen."""
+    entries = attempts(sandbox)
+    try:
+        seen = int((sandbox / SEEN).read_text().strip() or 0)
+    except (OSError, ValueError):
+        seen = 0
+    if len(entries) <= seen:
+        return []
+    from manager.fs.util import write_atomic
+
+    write_atomic(sandbox / SEEN, f"{len(entries)}\n".encode())
+    return [e for e in entries[seen:] if not e.get("allowed")]
+
+
+def stop_context(sandbox: Path) -> str | None:
+    refused = refused_since_last(sandbox)
+    if not refused:
+        return None
+    rows = hosts(refused)
+    named = ", ".join(f"{r['host']}:{r['port']} ({r['count']}x)" for r in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    return (f"workspace: the sandbox refused {len(refused)} network connection(s) to hosts not in "
+            f"this session's allow list (setting `network`): {named}{more}. Ask the user to allow "
+            "a host if the task needs it; do not try to get around the proxy.")

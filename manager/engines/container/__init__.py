@@ -1,0 +1,1 @@
+"""The podman and docker engines: a long-lived container per session."""

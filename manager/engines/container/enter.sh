@@ -1,0 +1,185 @@
+#!/bin/bash
+# The per-call entry of the podman and docker engines: the lean path every
+# sandboxed Bash call takes. Bash builtins plus one `docker exec` (or `podman
+# exec`) into the session's long-lived container; no Python.
+#
+# Usage: container_enter.sh CLI CTR SANDBOX SESSION PYTHON CWD CWD_OUT TIMEOUT USER COMMAND
+#   CLI      the engine's client (docker or podman, full path)
+#   CTR      the session's container name
+#   SANDBOX  the session's sandbox directory (container.pid, calls/, running/)
+#   SESSION  the session id, for the fallback below
+#   PYTHON   the interpreter that has workspace installed, for the fallback
+#   CWD      working directory inside the container ("" = this process's)
+#   CWD_OUT  file that receives the final working directory ("" = none)
+#   TIMEOUT  seconds ("" = none); then the call's whole tree is killed, exit 124
+#   USER     uid:gid the command runs as (the host user's, so the upper dir stays theirs)
+#   COMMAND  a bash script, run as by `bash -c`
+#
+# Exit status: the command's (128+N when killed by signal N), 124 on timeout,
+# 125 when the container could not run the command (the engine's error is on
+# stderr). It never runs COMMAND on the host: when the container is not running
+# it hands over to `workspace run`, which starts one.
+#
+# Exec clients neither forward signals nor kill the exec'd process when they
+# die, so killing goes through the image's ws-exec: the call runs as its own
+# session marked WS_CALL_ID, and `ws-exec --kill ID` from a second exec kills
+# the tree. On SIGTERM/SIGINT/SIGHUP this script does that itself; when it is
+# SIGKILLed, a detached watcher (reading a pipe that closes when this script
+# dies) does it.
+CLI=$1 CTR=$2 S=$3 SESSION=$4 PY=$5 CWD=${6:-$PWD} OUT=$7 T=$8 U=$9 CMD=${10}
+GRACE=1   # seconds between TERM and KILL; callers such as Claude Code KILL after ~1.5 s
+
+fallback() {
+    if [[ -n $WORKSPACE_NO_FALLBACK ]]; then
+        echo "workspace: the container of session $SESSION is not running" >&2
+        exit 125
+    fi
+    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} \
+        ${T:+--timeout "$T"} -c "$CMD"
+}
+
+# A remote engine (issue 26): where it is, as prepare found it (the caller's shell, e.g. the
+# agent's, need not name it). One VAR=value a line: DOCKER_HOST, CONTAINER_HOST, ..._CONTEXT.
+if [[ -r $S/engine.env ]]; then
+    unset DOCKER_HOST DOCKER_CONTEXT CONTAINER_HOST CONTAINER_CONNECTION
+    while IFS= read -r kv; do [[ $kv == *=* ]] && export "${kv?}"; done <"$S/engine.env"
+fi
+
+# The container's init by host pid and start time, as prepare recorded them
+# (pid 0: the engine runs in a VM, nothing to check on this host).
+read -r pid start 2>/dev/null <"$S/container.pid" || fallback
+if [[ $pid != 0 ]]; then
+    read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
+    [[ ${st[21]} == "$start" ]] || fallback
+fi
+
+# Environment: the caller's, minus what describes the host (paths that do not
+# exist in the container, agent sockets, engine control) and credentials. `-e
+# NAME` makes the client copy the value, so no value shows on a command line.
+# A value made of absolute paths passes only when each is shown inside as on the
+# host: the image's system directories, or a path listed in $S/visible (the
+# project, $HOME, /tmp, CA files); PIP_FIND_LINKS=/opt/wheels would name nothing.
+visible=()
+[[ -r $S/visible ]] && mapfile -t visible <"$S/visible"
+shown() {
+    local - p v IFS=:
+    set -f
+    [[ ${#visible[@]} == 0 ]] && return 0   # no list (volume mode): not filtered
+    for p in $1; do
+        case $p in /usr|/usr/*|/bin|/bin/*|/sbin|/sbin/*|/lib|/lib/*|/lib64/*|/etc|/etc/*|/dev/*|/proc/*) continue ;; esac
+        for v in "${visible[@]}"; do [[ $p == "$v" || $p == "$v"/* ]] && continue 2; done
+        return 1
+    done
+}
+envs=()
+for name in $(compgen -e); do
+    case $name in
+        PATH|HOSTNAME|SHLVL|PWD|OLDPWD|_|TMPDIR|TMP|TEMP|LD_*|PYTHONHOME|VIRTUAL_ENV) continue ;;
+        XDG_RUNTIME_DIR|DBUS_*|DISPLAY|WAYLAND_*|SSH_*|GPG_*|KUBECONFIG|BASH_*) continue ;;
+        DOCKER_*|CONTAINER_*|PODMAN_*|WORKSPACE_*) continue ;;
+        *TOKEN*|*SECRET*|*PASSWORD*|*PASSWD*|*API_KEY*|*APIKEY*|*CREDENTIAL*) continue ;;
+        ANTHROPIC_*|AWS_*|AZURE_*) continue ;;
+        # Only locales every image has: others make bash warn on every call.
+        LANG|LANGUAGE|LC_*) case ${!name} in C|C.*|POSIX|"") ;; *) continue ;; esac ;;
+    esac
+    # HOME always: made inside where it is not overlaid.
+    [[ $name != HOME && ${!name} == /* ]] && ! shown "${!name}" && continue
+    envs+=(-e "$name")
+done
+
+id=$SESSION-$$-${EPOCHREALTIME/[.,]/}
+mark=$S/calls/$id.m   # written by the call when it starts, and its final cwd when it ends
+# The record commit and discard wait for: this script's pid and start time, kept where the
+# container cannot write (calls/ is the container's: what it holds proves nothing).
+running=$S/running/$id
+read -r -a me </proc/$$/stat
+{ printf '%s %s\n' $$ "${me[21]}" >"$running"; } 2>/dev/null ||
+    { mkdir -p "$S/running" && printf '%s %s\n' $$ "${me[21]}" >"$running"; } || {
+    echo "workspace: cannot record the call in $S/running; the command did not run" >&2
+    exit 125
+}
+# As the call's own uid: root in the container (no CAP_SYS_PTRACE) cannot read the environ of
+# another uid's processes, so it would miss the call's setsid escapees.
+kill_call() {
+    "$CLI" exec -u "$U" "$CTR" ws-exec --kill "$id" "$1" "$GRACE" >/dev/null 2>&1 8>&- 3<&-
+}
+
+# The watcher: detached (reparented at once, so tree and group kills miss it),
+# it reads until this script says "done" or dies; on death it kills the call.
+exec 8> >( (trap '' INT TERM HUP QUIT
+            read -r msg
+            [[ $msg == done ]] || kill_call TERM
+            rm -f "$mark" "$S/calls/$id" "$running") <&0 >/dev/null 2>&1 3<&- & )
+
+# The call. Inside: mark the start, cd (a directory may exist only in the
+# upper layer), record the final cwd on exit, run the script with no
+# positional arguments left over. The client ignores the signals meant for
+# the command: it must stay to report the command's real status.
+inner='m=/run/ws-calls/$WS_CALL_ID.m
+: >"$m"
+if ! cd -- "$1" 2>/dev/null; then
+    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$1" >&2
+    exit 125
+fi
+[[ -n $3 ]] && trap "pwd -P >$m" EXIT
+__ws_cmd=$2
+set --
+unset m
+eval "unset __ws_cmd; $__ws_cmd"'
+# Volume mode: the container holds CAP_SYS_ADMIN for its own overlay mount; a call running as
+# root drops it, so it can neither unmount the overlay nor remount the read-only project.
+drop=()
+[[ ${U%%:*} == 0 && -e $S/volume ]] && drop=(setpriv --bounding-set -sys_admin --)
+exec 3<&0
+(trap '' INT TERM HUP QUIT
+ exec "$CLI" exec -i -u "$U" "${envs[@]}" "$CTR" ws-exec --id "$id" --host-pid $$ -- \
+     "${drop[@]}" /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT") <&3 3<&- 8>&- &
+client=$!
+exec 3<&-
+sleeper=
+if [[ -n $T ]]; then sleep "$T" >/dev/null 2>&1 8>&- & sleeper=$!; fi
+
+killed=
+on_signal() { [[ -n $killed ]] || { killed=$1; kill_call "$2"; }; }
+trap 'on_signal 15 TERM' TERM
+trap 'on_signal 2 INT' INT
+trap 'on_signal 1 HUP' HUP
+
+timed_out=
+while :; do
+    who=
+    wait -n -p who "$client" ${sleeper:+"$sleeper"}; rc=$?
+    [[ $who == "$client" || $rc == 127 ]] && break
+    if [[ -n $sleeper && $who == "$sleeper" ]]; then
+        timed_out=1 sleeper=
+        on_signal 15 TERM
+    fi
+    # else: a trapped signal interrupted wait; keep waiting for the client
+done
+[[ -n $sleeper ]] && kill "$sleeper" 2>/dev/null
+# A signalled client (callers such as Claude Code signal every descendant) exits 0
+# whatever the command did; the command itself died of the signal we passed on.
+[[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
+
+# A remote engine (issue 26): the mark is in the container's memory, fetched only when it
+# is needed (the final cwd, or whether the command ran at all), to keep one exec per call.
+remote_ran=
+if [[ -e $S/remote ]]; then
+    if [[ -n $OUT || $rc -ge 125 ]]; then
+        "$CLI" exec -u "$U" "$CTR" sh -c 'cat "$1" && rm -f "$1"' sh "/run/ws-calls/$id.m" \
+            >"$mark" 2>/dev/null 8>&- </dev/null || rm -f "$mark"
+    else
+        remote_ran=1   # the exec client reports its own failures as 125 and up
+    fi
+fi
+if [[ -z $remote_ran && ! -e $mark ]]; then
+    [[ -n $timed_out || -n $killed ]] || {
+        echo "workspace: $(basename "$CLI") could not run the command in container $CTR (exit $rc)" >&2
+        rc=125
+    }
+elif [[ -n $OUT ]] && read -r line <"$mark" && [[ -n $line ]]; then
+    printf '%s\n' "$line" >"$OUT"
+fi
+echo done >&8
+[[ -n $timed_out ]] && exit 124
+exit "$rc"

@@ -1,0 +1,217 @@
+"""Where a container session's upper directory lives, and volume mode's copies of it.
+
+Host mode mounts ``sandbox/upper`` itself. Volume mode (``container.upper: volume``,
+for engines in a VM: Docker Desktop, podman machine) keeps the overlay inside the
+engine: a named volume holds upper/ and work/, the project is bind-mounted
+read-only as the lower layer, and the container (with ``CAP_SYS_ADMIN``, dropped
+again for the calls) mounts the overlay itself. ``upper/`` on the host is then a
+copy: the volume's upper is exported into it as a tar stream
+(:mod:`manager.changes.tarstream`) for review and on ``release``, and pushed into a
+fresh volume when the next container starts. The ``volume`` mark says which side
+holds the truth: while it exists, the volume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import resource_name
+from manager.engines.container.cli import ContainerClient
+from manager.engines.container.cli import ContainerCommandError
+from manager.errors import EngineUnavailable
+from manager.fs.util import write_json_atomic
+from manager.session.store import Session
+
+CALLS_MOUNT = "/run/ws-calls"
+VOLUME_MARK = "volume"
+BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the volume}
+VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
+LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
+# Tar options both ways: whiteouts are char devices, opaque dirs carry trusted.overlay.opaque.
+# The overlay's marks, and the entries' own xattrs (review shows them; see changes/meta).
+TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*",
+             "--xattrs-include=user.*", "--xattrs-include=security.capability"]
+# What the container needs to mount its own overlay: the capability, and no LSM veto
+# (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
+VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
+                   "security_options": ["apparmor=unconfined", "label=disable"]}
+# Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
+UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
+
+
+def mount_paths(session: Session) -> tuple[str, str, str, str]:
+    """(project, upper, work, calls): what a session's container mounts."""
+    sandbox = session.sandbox
+    paths = (session.project, str(sandbox / "upper"), str(sandbox / "work"), str(sandbox / "calls"))
+    for path in paths:
+        if UNSAFE_PATH_CHARS & set(path):
+            raise EngineUnavailable(
+                f"cannot mount {path!r} into a container: the engine's mount syntax cannot "
+                "carry ',', ':', '\"' or '\\' in a path",
+                hint="use a path without them (e.g. through a symlink) or the overlay engine")
+    return paths
+
+
+def in_volume(session: Session) -> bool:
+    """The volume holds changes not exported yet (the host's upper/ is behind)."""
+    return (session.sandbox / VOLUME_MARK).exists()
+
+
+def upper_mode(engine: ContainerEngine, session: Session) -> str:
+    """"host" or "volume" for the session's next container."""
+    if in_volume(session):
+        return "volume"
+    wanted = str(engine.config["container.upper"])
+    if wanted != "auto":
+        return wanted
+    from manager.engines.container import probe as container_probe
+    return "host" if container_probe.host_overlay_works(engine) else "volume"
+
+
+def volume_name(session: Session) -> str:
+    return resource_name(session.id)
+
+
+def make_volume(client: ContainerClient, session: Session, labels: dict[str, str]) -> bool:
+    """The session's volume; True when made afresh (so the host's upper must fill it)."""
+    name = volume_name(session)
+    if in_volume(session):
+        if client.volume_exists(name):
+            return False
+        # Lost (removed by hand): what it held since the last export is gone.
+        print(f"workspace: volume {name} of session {session.id} is gone; continuing "
+              f"from the last exported changes", file=sys.stderr)
+        (session.sandbox / VOLUME_MARK).unlink()
+    if client.volume_exists(name):   # left over, never marked: stale by definition
+        client.remove_volume(name)
+    client.create_volume(name, labels)
+    return True
+
+
+def volume_options(session: Session) -> dict[str, Any]:
+    project, _, _, calls = mount_paths(session)
+    return {"volumes": [(volume_name(session), VOLUME_MOUNT),
+                        (project, LOWER_MOUNT, "ro"), (calls, CALLS_MOUNT)],
+            **VOLUME_SECURITY}
+
+
+def fill_volume(client: ContainerClient, session: Session, fresh: bool,
+                remote: bool = False) -> None:
+    """Push the host's upper into a fresh volume (then mark it), and mount the overlay."""
+    if fresh:
+        push_upper(client, session)
+        (session.sandbox / VOLUME_MARK).write_text(volume_name(session) + "\n")
+    # The overlay's root is the upper dir's root: it takes the project's owner and mode,
+    # or a caller who is not root could not write in the project's top directory.
+    upper = f"{VOLUME_MOUNT}/upper"
+    mount = ((f"mount -o remount,bind,ro {LOWER_MOUNT} && " if remote else "") +   # its copy
+             f'chown --reference={LOWER_MOUNT} {upper} && '
+             f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
+             f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
+             f'workdir={VOLUME_MOUNT}/work "$1"')
+    try:
+        client.exec_root(resource_name(session.id), ["sh", "-c", mount, "sh", session.project])
+    except ContainerCommandError as exc:
+        raise EngineUnavailable(
+            f"the container of session {session.id} cannot mount its overlay: "
+            f"{exc.stderr.strip()}",
+            hint="volume mode needs CAP_SYS_ADMIN in the container and overlayfs in the "
+                 "engine's kernel (see docs/containers.md); or set container.upper: host") from exc
+
+
+def push_upper(client: ContainerClient, session: Session) -> None:
+    from manager.changes import tarstream
+
+    script = (f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && chmod 700 {VOLUME_MOUNT} '
+              f'&& exec tar -C {VOLUME_MOUNT}/upper {shlex.join(TAR_FLAGS)} -xpf -')
+    try:
+        client.exec_feeding(resource_name(session.id), ["sh", "-c", script],
+                            lambda pipe: tarstream.pack(session.sandbox / "upper", pipe))
+    except ContainerCommandError as exc:
+        raise EngineUnavailable(f"could not fill the volume of session {session.id}: "
+                                f"{exc.stderr.strip()}") from exc
+
+
+def export_upper(client: ContainerClient, session: Session) -> None:
+    """Replace the host's ``upper/`` with the volume's (a running container's) upper."""
+    from manager.changes import tarstream
+
+    scratch = session.sandbox / "upper.export"
+    rmtree(scratch)
+    # Birth times go along (the conflict check compares them with the real files' ctimes);
+    # the copies made here are born now.
+    # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
+    script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -exec stat --printf '
+              f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} --sparse '
+              '-cf - births upper')
+    try:
+        side = client.exec_reading(resource_name(session.id), ["sh", "-c", script],
+                                   lambda pipe: tarstream.unpack(pipe, scratch, root="upper"))
+    except ContainerCommandError as exc:
+        rmtree(scratch)
+        raise EngineUnavailable(f"could not export the changes of session {session.id}: "
+                                f"{exc.stderr.strip()}",
+                                hint="they are still in the engine's volume "
+                                     f"{volume_name(session)}; rerun once it works") from exc
+    swap(scratch, session.sandbox / "upper")
+    births = parse_births(side.get("births", b""), session.sandbox / "upper")
+    write_json_atomic(session.sandbox / BIRTHS, births)
+
+
+def parse_births(raw: bytes, upper: Path) -> dict[str, int]:
+    """``stat --printf "%.9W %n\\0"`` output (names ./REL) as {absolute host path: ns}.
+
+    Unknown births (0 or -1) are skipped: the copy's own time stands in.
+    """
+    births: dict[str, int] = {}
+    for record in raw.split(b"\0"):
+        stamp, _, name = record.partition(b" ")
+        sec, _, frac = stamp.decode(errors="replace").partition(".")
+        rel = name.removeprefix(b"./")
+        if rel and sec.isdigit() and int(sec) > 0 and (frac.isdigit() or not frac):
+            births[str(upper / os.fsdecode(rel))] = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
+    return births
+
+
+def remember_births(session: Session) -> None:
+    """Volume mode: the host's copies were born at export; the conflict check needs the real
+    births (``btime``)."""
+    from manager.commit import btime
+
+    with contextlib.suppress(OSError, ValueError):
+        btime.remember(json.loads((session.sandbox / BIRTHS).read_text()))
+
+
+def forget_births(session: Session) -> None:
+    """Host mode: the host overlay makes real births from now on."""
+    (session.sandbox / BIRTHS).unlink(missing_ok=True)
+
+
+def rmtree(path: Path) -> None:
+    """Remove a copied upper dir, read-only directories included."""
+    if not path.exists():
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                with contextlib.suppress(OSError):
+                    os.chmod(full, 0o700)
+    shutil.rmtree(path)
+
+
+def swap(new: Path, current: Path) -> None:
+    old = current.with_name(current.name + ".old")
+    rmtree(old)
+    if current.exists():
+        current.rename(old)
+    new.rename(current)
+    rmtree(old)

@@ -1,0 +1,12 @@
+"""Runs the namespace holder: ``python -I .../engines/overlay SANDBOX IDLE_SECONDS PROJECT``.
+
+Run by its directory, this directory is the program's only import root (``-I`` adds no
+other, and nothing changes the import path): the holder is the top-level package ``holder`` here,
+and imports only its own modules and the standard library.
+"""
+
+import sys
+
+from holder.main import main  # type: ignore[import-not-found,unused-ignore]
+
+raise SystemExit(main(sys.argv[1:]))

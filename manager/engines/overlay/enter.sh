@@ -1,0 +1,203 @@
+#!/bin/bash
+# The per-call entry of the built-in overlay engine: the lean path that every
+# sandboxed Bash call takes. Builtins only until the final exec, so it costs a
+# few milliseconds over `bash -c`.
+#
+# Usage: overlay_enter.sh SANDBOX SESSION PYTHON CWD CWD_OUT COMMAND
+#   SANDBOX  the session's sandbox directory (holder.pid, upperdir/, temproot/)
+#   SESSION  the session id, for the fallback below
+#   PYTHON   the interpreter that has workspace installed, for the fallback
+#   CWD      working directory inside the sandbox ("" = this process's)
+#   CWD_OUT  file that receives the final working directory ("" = none)
+#   COMMAND  a bash script, run as by `bash -c`
+#
+# When the holder is not running (first call, idle exit, after commit) or does
+# not show CWD (a directory made after it started), it hands over to
+# `workspace run`, which starts or replaces it. It never runs COMMAND outside
+# the sandbox, nor in another directory. Exit 125: the sandbox could not be
+# entered; the command did not run.
+#
+# Environment, set by the CLI (which handles what the fallback would):
+#   WORKSPACE_NO_FALLBACK      exit 125 instead of handing over
+#   WORKSPACE_NOT_ENTERED_FD   write the reason there, not to stderr
+S=$1 SESSION=$2 PY=$3 CWD=${4:-$PWD} OUT=$5 CMD=$6
+[[ $CWD == /* ]] || CWD=$PWD/$CWD
+
+not_entered() {
+    if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then
+        printf '%s\n' "$1" >&"$WORKSPACE_NOT_ENTERED_FD"
+    else
+        printf 'workspace: %s\n' "$1" >&2
+    fi
+    exit 125
+}
+
+fallback() {
+    [[ -n $WORKSPACE_NO_FALLBACK ]] && not_entered "$1"
+    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
+}
+
+gone="the sandbox of session $SESSION is not running"
+# AS_UID (when set): the holder maps this user's own uid to itself, and the call drops to it.
+read -r pid start as_uid 2>/dev/null <"$S/holder.pid" || fallback "$gone"
+read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
+[[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+# The hook saw setting `network` change: `workspace run` replaces the holder (egress/launch.py).
+[[ -e $S/network.stale ]] && fallback "setting network changed since the sandbox of session $SESSION started"
+
+# Ask the holder to bring the directories it shows from a snapshot (those with mounts
+# below them: /, often /tmp, /var, /run) up to date with every change made outside
+# before now, and wait for its answer (a round trip, no restart): sync.done names the
+# nonces it served last, and why it failed if it did. sync.sleep is never written: a
+# read with a timeout on it is a sleep without a fork (a read of a fifo that other calls
+# read too could block for good).
+sync() {
+    local nonce="$$.$RANDOM$RANDOM" served why i=0 nap=0.0002 resend=$((SECONDS + 1))
+    local deadline=$((SECONDS + 60))
+    { exec 93<>"$S/sync.req" 92<>"$S/sync.sleep"; } 2>/dev/null || fallback "$gone"
+    printf '%s\n' "$nonce" >&93
+    while ((SECONDS < deadline)); do
+        read -r -t "$nap" -N 1 _ <&92
+        { read -r served; read -r why; } <"$S/sync.done" 2>/dev/null
+        if [[ " $served " == *" $nonce "* ]]; then
+            exec 92>&- 93>&-
+            [[ $why == retired ]] && fallback "$gone"
+            [[ -z $why ]] || not_entered "$why"
+            return
+        fi
+        ((++i < 20)) && continue   # the first 4 ms: the common case
+        nap=0.005
+        read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback "$gone"
+        [[ ${st[21]} == "$start" && ${st[2]} != Z ]] || fallback "$gone"
+        if ((SECONDS >= resend)); then   # a busy holder may have answered others since
+            printf '%s\n' "$nonce" >&93
+            resend=$((SECONDS + 1))
+        fi
+    done
+    not_entered "the sandbox of session $SESSION did not bring its view up to date within 60 s"
+}
+# No round trip when the holder sleeps in select() with nothing left to show: an outside
+# change wakes it (state running, no wchan) during the writer's own system call, and it
+# creates sync.dirty before it sleeps again. wchan first, then the file.
+if [[ -p $S/sync.req ]]; then   # a holder from before this protocol: no sync
+    read -r wchan 2>/dev/null <"/proc/$pid/wchan"
+    [[ $wchan == poll_schedule_timeout* && ! -e $S/sync.dirty ]] || sync
+fi
+# The sandbox's root and namespaces: those of the session's init (VIEW) when the holder
+# pivoted into the sandbox's root (it steps into the host's mount namespace for a moment
+# when it refreshes, so never its own); a holder from before that: its own.
+view=$pid
+read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
+[[ $ns_holder == "$pid" && -n $init ]] && view=$init
+# Hold the namespaces and the root open, so a holder dying from here on cannot
+# make the call fail half-way.
+{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
+    fallback "$gone"
+# Setting `network` (off, or a list): the sandbox's own network namespace, whose only way
+# out is the session's proxy (holder/egress_proxy.py). Entered whenever it is not ours, so that a
+# missing or rewritten state file can never leave a call on the host's network.
+netns=()
+if [[ ! /proc/$view/ns/net -ef /proc/self/ns/net ]]; then
+    { exec 99<"/proc/$view/ns/net"; } 2>/dev/null || fallback "$gone"
+    netns=(--net=/proc/self/fd/99)
+    read -r net_mode net_port 2>/dev/null <"$S/network"
+    if [[ $net_mode == proxy ]]; then
+        p=http://127.0.0.1:$net_port
+        export HTTP_PROXY=$p HTTPS_PROXY=$p ALL_PROXY=$p http_proxy=$p https_proxy=$p \
+            all_proxy=$p NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
+    fi
+fi
+# Still the holder's child (so the init, not a process that got its pid): those are its.
+if [[ $view != "$pid" ]]; then
+    read -r -a kids 2>/dev/null <"/proc/$pid/task/$pid/children"
+    [[ " ${kids[*]} " == *" $view "* ]] || fallback "$gone"
+fi
+# The holder's view of a directory made after it started can be stale (overlayfs
+# remembers a failed lookup; a directory with mounts below is a snapshot).
+[[ -d /proc/self/fd/94$CWD ]] || fallback "$CWD does not exist in the sandbox"
+: >"$S/last-used"
+
+# The report file stays out here: only a pipe goes in (see the end).
+if [[ -n $OUT ]]; then { exec 97>"$OUT"; } 2>/dev/null || not_entered "cannot write $OUT"; fi
+if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then  # not for the command, which may outlive us
+    exec {WORKSPACE_NOT_ENTERED_FD}>&-
+    unset WORKSPACE_NOT_ENTERED_FD
+fi
+
+# The session's pid namespace (its init is the holder's first child): a later call sees
+# and signals what an earlier one left running, a server in the background, as outside;
+# /proc shows the session's processes. A holder from before it has none: a pid
+# namespace per call then, whose --kill-child ends the call's tree with this process.
+# nsenter forks the call into it and waits: the call's shell gets SIGKILL when nsenter
+# dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
+# the session's init, which ends it (an orphan of nsenter itself would go to the host's).
+pidns=() per_call=(--pid --fork --kill-child) with_parent=() proc=(--mount-proc) ro_proc=
+if [[ $ns_holder == "$pid" ]]; then
+    { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
+    pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
+    # Run as root, the holder's /proc is locked read-only (holder/kernel.py): the kernel
+    # lets no proc be mounted inside but a read-only one.
+    ((EUID == 0)) && proc=() ro_proc=1
+fi
+
+# In the sandbox's user, mount and pid namespaces (VIEW's; root and cwd are the overlay's:
+# the holder pivoted into it, the host's root is not in that mount namespace), a mount
+# namespace of the call's own for its /proc. The caller's gid and
+# supplementary groups are kept (setgroups() would drop those the namespace does not
+# map, e.g. docker's). With AS_UID the user's own uid is not the namespace's root:
+# the namespace's root (-S 0) mounts /proc, then --setuid drops to the
+# user's uid and with it every capability -- no exec more than without.
+#
+# Inside, before the command: every descriptor but 0-2 closed (ours above, the caller's,
+# whatever the tools left open): a directory is a way out (fchdir, then `..`), a host file
+# a handle to write. The final directory (the EXIT trap's `pwd -P`) goes to fd 97, which
+# is then a pipe to this script (no host file), closed for the command itself (bash keeps
+# a close-on-exec copy for the trap).
+enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
+    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${pidns[@]}" --root=/proc/self/fd/94
+    --wd=/proc/self/fd/94 -- unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
+    ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
+    /bin/bash -c '
+if [[ -n $3 ]] && ! mount -t proc -o ro,nosuid,nodev,noexec proc /proc; then
+    printf "workspace: cannot mount /proc in the sandbox\n" >&2
+    exit 125
+fi
+for __ws_fd in /proc/self/fd/*; do
+    __ws_fd=${__ws_fd##*/}
+    [[ $__ws_fd == +([0-9]) ]] && ((__ws_fd > 2 && __ws_fd != 97)) && { exec {__ws_fd}>&-; } 2>/dev/null
+done
+if ! cd -- "$1" 2>/dev/null; then
+    printf "workspace: %s does not exist in the sandbox\n" "$1" >&2
+    exit 125
+fi
+unset WORKSPACE_NO_FALLBACK __ws_fd
+__ws_cmd=$2
+shift 3
+# Not in this shell: as a per-call pid namespace'"'"'s init it would ignore the signals
+# (TERM, INT, HUP) that a caller sends to stop the command.
+# Job control: the command runs in a process group of its own, so `kill 0` in it
+# cannot signal the caller'"'"'s group (the client'"'"'s shell); callers that stop a
+# command signal its processes one by one (Claude Code) or the pid namespace dies.
+set -m
+(
+    { : >&97; } 2>/dev/null && trap "pwd -P >&97" EXIT
+    eval "unset __ws_cmd; $__ws_cmd" 97>&-
+)
+exit $?' /bin/bash "$CWD" "$CMD" "$ro_proc")
+shopt -s execfail
+if [[ -z $OUT ]]; then
+    exec "${enter[@]}"
+    not_entered "cannot run nsenter (util-linux) from PATH; the sandbox cannot be entered"
+fi
+# With a report: this script waits (one fork, no exec more) and reads the final
+# directory from the pipe. setpriv: the call dies with this script, as when nsenter is
+# it. lastpipe: the read runs here, not in a subshell.
+hash nsenter setpriv 2>/dev/null ||
+    not_entered "cannot run nsenter and setpriv (util-linux) from PATH; the sandbox cannot be entered"
+shopt -s lastpipe
+exec 93>&1
+dir=
+setpriv --pdeathsig KILL "${enter[@]}" 97>&1 >&93 93>&- | { IFS= read -r dir; } 93>&-
+rc=${PIPESTATUS[0]}
+[[ -n $dir ]] && printf '%s\n' "$dir" >&97
+exit "$rc"

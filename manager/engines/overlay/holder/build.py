@@ -1,0 +1,380 @@
+"""What the holder mounts: the sandbox's view of the filesystem under ``temproot``.
+
+In a user namespace a directory with mounts below it cannot be an overlay lower layer,
+so such directories get a skeleton (:class:`Builder`); sockets of live daemons are bound
+over their overlay copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import kernel
+from . import mountinfo
+from . import names
+
+if TYPE_CHECKING:
+    from .watch import LevelWatch
+
+PASSTHROUGH = ("/proc", "/sys", "/dev")
+OVERFLOW_ID = 65534  # what an id without a mapping in this user namespace reads as
+
+
+def mount_points() -> list[tuple[str, str]]:
+    """(mount point, fs type) for every mount, parents before children."""
+    found = {point: fstype for _, _, point, fstype in mountinfo.rows(mountinfo.read())}
+    return sorted(found.items(), key=lambda item: (item[0].count("/"), item[0]))
+
+
+def run_mount(*args: str) -> str | None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    return None if proc.returncode == 0 else (proc.stderr.strip() or f"mount exited {proc.returncode}")
+
+
+SKELETON_FILE_LIMIT = 1 << 20
+# overlayfs cannot pass connect() through to a socket of its lower layer (ECONNREFUSED):
+# sockets in the directories daemons use are bound over their overlay copies.
+SOCKET_ROOTS = ("/run", "/tmp", "/var/tmp")
+SOCKET_DEPTH = 2             # /tmp/.X11-unix/X0, /run/postgresql/.s.PGSQL.5432
+SOCKET_SCAN_LIMIT = 10_000   # entries looked at per directory overlaid
+
+
+class Builder:
+    """Mounts the sandbox's view of the filesystem under ``temproot``.
+
+    In a user namespace a directory with mounts below it cannot be an overlay
+    lower layer (the kernel refuses to reveal what those mounts cover). Such a
+    directory ("/" always) gets a skeleton instead -- its entries copied one
+    level deep -- as the lower layer, and each entry is then overlaid on its
+    own: directly when nothing is mounted below it, else by the same rule.
+    Every write lands in ``upperdir/<absolute path>`` either way.
+
+    Each such directory is watched (``levels``), so that a call can ask for the
+    snapshot to be brought up to date (``overlay_levels.refresh``).
+    """
+
+    def __init__(self, sandbox: Path, watch: LevelWatch | None = None) -> None:
+        self.watch = watch
+        self.levels: list[str] = []
+        self.real_prefix = ""   # where the real filesystem is, once the holder has pivoted
+        self.host_ns = -1       # the host's mount namespace, kept open once the holder has pivoted
+        self.own_ns = -1        # the pivoted one
+        self.rebase(sandbox)
+        self.log: list[str] = []
+        self.logged = 0          # lines of ``log`` already in mount.log
+        self.mounts: list[str] = []
+        self.binds: list[str] = []
+        self.scaffold: list[str] = []
+        self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
+        self.hidden: frozenset[str] = frozenset()   # mounted over (holder/hide.py): refreshes skip them
+
+    def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
+        """Paths as the holder reaches them (after its pivot: through /proc/self/fd)."""
+        self.sandbox = sandbox
+        self.upper = sandbox / names.UPPER
+        self.work = sandbox / names.WORK
+        self.root = sandbox / names.ROOT
+        self.skeleton = sandbox / names.SKELETON
+        self.staging = sandbox / names.STAGING
+        self.real_prefix = real_prefix
+
+    def build(self, project: str = "") -> None:
+        for d in (self.upper, self.work, self.root, self.skeleton, self.staging):
+            d.mkdir(exist_ok=True)
+        self.mounts = [p for p, _ in mount_points()]
+        if project and _foreign_on_the_way(project):
+            # overlayfs cannot copy up a directory whose owner has no id in this user
+            # namespace (EOVERFLOW): without these nothing could be written in the project.
+            with contextlib.suppress(OSError):
+                self.make_upper(project)
+        self.level("/")
+        self.bind_files()
+        self.private_shm()
+
+    def at(self, base: Path, point: str) -> Path:
+        return Path(str(base) + point) if point != "/" else base
+
+    def has_mounts_below(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        return any(m.startswith(prefix) for m in self.mounts)
+
+    def level(self, directory: str) -> None:
+        try:
+            names = sorted(os.listdir(directory))
+        except PermissionError:
+            self.unreadable(directory)
+            return
+        skeleton = self.at(self.skeleton, directory)
+        skeleton.mkdir(parents=True, exist_ok=True)
+        self.watch_level(directory)
+        entries = self.fill_skeleton(directory, names, skeleton)
+        error = self.overlay(directory, lower=str(skeleton))
+        if error:
+            raise RuntimeError(f"cannot overlay {directory}: {error}")
+        for name in entries:
+            with contextlib.suppress(FileNotFoundError):
+                self.entry(os.path.join(directory, name))
+
+    def watch_level(self, directory: str) -> None:
+        """Changes from here on are queued for the next call (before listing: none is missed)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.add(directory)
+        except OSError as exc:
+            self.log.append(f"{directory}: cannot watch for outside changes ({exc}); the sandbox "
+                            "shows its entries as they were when it started")
+            return
+        self.levels.append(directory)
+
+    def unreadable(self, directory: str) -> None:
+        """A directory this user cannot list (e.g. /run/docker, 0700, while a container runs).
+
+        Shown as the user sees it: present, its contents out of reach (its parent's
+        skeleton holds it empty). Read-only, so that nothing is written where commit
+        could never put it.
+        """
+        target = str(self.at(self.root, directory))
+        error = run_mount("--bind", target, target) or run_mount("-o", "remount,bind,ro", target)
+        state = "empty and read-only" if error is None else f"empty ({error})"
+        self.log.append(f"{directory}: not readable by this user; {state} inside the sandbox")
+
+    def fill_skeleton(self, directory: str, names: list[str], skeleton: Path) -> list[str]:
+        subdirs = []
+        for name in names:
+            real = os.path.join(directory, name)
+            try:
+                kind = self.skeleton_entry(real, skeleton / name)
+            except FileNotFoundError:
+                continue  # removed while we looked (other processes keep working)
+            if kind == "dir":
+                subdirs.append(name)
+            elif kind == "bind":
+                self.binds.append(real)
+        os.chmod(skeleton, os.stat(directory).st_mode & 0o7777)
+        return subdirs
+
+    def skeleton_entry(self, real: str, copy: Path) -> str:
+        """Mirror one entry into the skeleton: "dir" (to overlay next), "link", "copy" or
+        "bind" (sockets, fifos, devices and large files: bound over a placeholder once the
+        level is mounted, large files read-only). A new version of a file replaces the old
+        one by rename, so a mount still reading the old one reads it whole."""
+        if os.path.islink(real):
+            staged = self.staged(copy)
+            os.symlink(os.readlink(real), staged)
+            _chown_like(staged, os.lstat(real))
+            os.replace(staged, copy)
+            return "link"
+        if os.path.isdir(real):
+            copy.mkdir(exist_ok=True)
+            os.chmod(copy, os.stat(real).st_mode & 0o7777)
+            return "dir"
+        staged = self.staged(copy)
+        if self.stale_socket(real):
+            # No daemon behind it: a socket of its own, which `rm` can remove (a bound one
+            # is a mount point: EBUSY).
+            os.mknod(staged, stat.S_IFSOCK | (os.lstat(real).st_mode & 0o7777))
+            _chown_like(staged, os.lstat(real))
+            os.replace(staged, copy)
+            return "socket"
+        if os.path.isfile(real) and os.path.getsize(real) <= SKELETON_FILE_LIMIT and _copy(real, staged):
+            # The real owner: a command runs as the user, not as this namespace's root,
+            # when subordinate ids are mapped, and must be able to write its own files.
+            _chown_like(staged, os.stat(real))
+            os.replace(staged, copy)
+            return "copy"
+        staged.touch()
+        os.replace(staged, copy)
+        return "bind"
+
+    def staged(self, copy: Path) -> Path:
+        staged = self.staging / hashlib.sha256(str(copy).encode()).hexdigest()[:16]
+        staged.unlink(missing_ok=True)
+        return staged
+
+    def work_dir(self, point: str) -> Path:
+        work = self.work / hashlib.sha256(point.encode()).hexdigest()[:16]
+        work.mkdir(exist_ok=True)
+        return work
+
+    def stale_socket(self, real: str) -> bool:
+        try:
+            if not stat.S_ISSOCK(os.lstat(real).st_mode):
+                return False
+        except OSError:
+            return False  # gone: bind_files skips it
+        if self.live is None:
+            self.live = listening_sockets()
+        return os.path.realpath(real) not in self.live
+
+    def bind_files(self) -> None:
+        for real in self.binds:
+            target = str(self.at(self.root, real))
+            if not os.path.lexists(real):
+                continue  # gone since the skeleton or the socket scan saw it
+            error = run_mount("--bind", real, target)
+            if error is None and os.path.isfile(real):
+                error = run_mount("-o", "remount,bind,ro", target)
+                if error is not None:
+                    subprocess.run(["umount", "-l", target], capture_output=True)
+            if error is not None:
+                self.log.append(f"{real}: cannot bind ({error}); an empty file in the sandbox")
+
+    def entry(self, path: str) -> None:
+        if path == "/dev":   # roothard: no host device inside (holder/kernel.py)
+            kernel.minimal_dev(str(self.at(self.root, path)))
+        elif path in PASSTHROUGH:
+            self.bind(path)  # recursive: covers /dev/pts, /sys/fs/cgroup, ...
+        elif self.has_mounts_below(path):
+            self.level(path)
+        else:
+            error = self.overlay(path, lower=path)
+            if error:
+                self.readonly_bind(path, error)
+            elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
+                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p))
+
+    def overlay(self, point: str, lower: str) -> str | None:
+        if any(c in p for p in (point, lower) for c in ",:"):
+            return "path has ',' or ':' (overlayfs option syntax)"
+        upper = self.make_upper(point)
+        work = self.work_dir(point)
+        options = f"userxattr,index=off,lowerdir={lower},upperdir={upper},workdir={work}"
+        return run_mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
+
+    def make_upper(self, point: str) -> Path:
+        """The upper directory for ``point``, each level with the real one's mode and owner.
+
+        An overlay's root directory takes its attributes from the upper layer, so
+        /tmp must keep 1777 and /root 0700. These directories are scaffolding,
+        recorded so that review does not list them as changes.
+        """
+        current, real = self.upper, "/"
+        for part in [p for p in point.split("/") if p]:
+            current, real = current / part, os.path.join(real, part)
+            if not current.exists():
+                current.mkdir()
+                self.scaffold.append(real)
+            st = os.stat(self.real_prefix + real)
+            os.chmod(current, st.st_mode & 0o7777)
+            _chown_like(current, st)
+        root = os.stat(self.real_prefix + "/")
+        os.chmod(self.upper, root.st_mode & 0o7777)
+        _chown_like(self.upper, root)
+        return current
+
+    def socket_dirs(self) -> list[str]:
+        """Where a daemon that starts later would make its socket: the roots, and the
+        directories of the sockets bound now."""
+        bound = [os.path.dirname(p) for p in self.binds if _is_socket(p)]
+        return sorted({*(r for r in SOCKET_ROOTS if os.path.isdir(r)), *bound})
+
+    def bind(self, point: str) -> None:
+        error = run_mount("--rbind", point, str(self.at(self.root, point)))
+        if error:
+            self.log.append(f"{point}: bind failed: {error}")
+
+    def readonly_bind(self, point: str, why: str) -> None:
+        # Never let writes escape: a directory we cannot overlay is read-only inside.
+        target = str(self.at(self.root, point))
+        error = run_mount("--rbind", point, target)
+        if error is None:
+            error = run_mount("-o", "remount,bind,ro", target)
+            if error is not None:
+                subprocess.run(["umount", "-l", target], capture_output=True)
+        state = "read-only" if error is None else f"hidden (empty): {error}"
+        self.log.append(f"{point}: not overlaid ({why}); {state} inside the sandbox")
+
+    def private_shm(self) -> None:
+        shm = str(self.at(self.root, "/dev/shm"))
+        if os.path.isdir(shm):
+            run_mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", shm)
+
+
+def _chown_like(path: Path, st: os.stat_result) -> None:
+    """The real owner; one this namespace does not map reads as the namespace's root
+    (root's directories show as root's: /, /tmp; they may be the user's on disk between
+    holders, see hand_back)."""
+    try:
+        os.lchown(path, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.lchown(path, 0, 0)
+
+
+def listening_sockets() -> frozenset[str]:
+    """The paths unix sockets listen on (this network namespace), symlinks resolved."""
+    paths = set()
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split(maxsplit=7)
+                # Flags 00010000: accepting connections; a path, not an abstract name.
+                if len(fields) == 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/"):
+                    paths.add(os.path.realpath(fields[7].rstrip("\n")))
+    except (OSError, ValueError):
+        pass
+    return frozenset(paths)
+
+
+def sockets_below(directory: str) -> list[str]:
+    """Sockets at most SOCKET_DEPTH levels below ``directory`` (a bounded look).
+
+    The caller binds only live ones: a bound socket is a mount point inside, which `rm`
+    refuses (EBUSY), and removing a stale socket before binding a new one is common.
+    """
+    found: list[str] = []
+    level, budget = [directory], SOCKET_SCAN_LIMIT
+    for _ in range(SOCKET_DEPTH):
+        below: list[str] = []
+        for parent in level:
+            try:
+                entries = list(os.scandir(parent))[:max(budget, 0)]
+            except OSError:
+                continue
+            budget -= len(entries)
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(entry.path)
+                    elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()) \
+                            and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)  # d_type told it is neither: one lstat
+        level = below
+    return found
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _foreign_on_the_way(directory: str) -> bool:
+    """Whether a directory on the way to ``directory`` belongs to an unmapped user or group."""
+    path = Path(directory)
+    try:
+        return any(st.st_uid == OVERFLOW_ID or st.st_gid == OVERFLOW_ID
+                   for st in (os.stat(p) for p in [*reversed(path.parents), path]))
+    except OSError:
+        return False
+
+
+def _copy(real: str, copy: Path) -> bool:
+    try:
+        shutil.copy2(real, copy)
+        return True
+    except OSError:
+        copy.unlink(missing_ok=True)
+        return False
+
+

@@ -1,0 +1,411 @@
+"""The per-session egress proxy (stdlib only: the holder imports it).
+
+With ``network`` a list of hosts the sandbox has a network namespace of its own with
+only loopback up: no route out. The proxy is a process of the host's namespaces, forked
+by the holder before it made its own (:func:`start`); once it has, the holder makes the
+listeners on 127.0.0.1:PORT inside and hands them over (SCM_RIGHTS on a socket pair: no
+path another process could connect to). What the proxy accepts on them comes from the
+sandbox; what it connects to is reached from the host. It reads one HTTP request
+(CONNECT host:port, or a plain request with an absolute URL), checks host and port
+against the list, and either relays the connection to that one host or answers 403.
+Each attempt, allowed or refused, becomes a JSON line in the sandbox's ``egress.jsonl``
+with the call that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+
+POLICY = "network.json"      # {"mode": "open"|"off"|"list", "allow": [...]}, by the launcher
+RECORD = "egress.jsonl"
+STATE = "network"            # "off" or "proxy PORT": read by the entry script for the env
+PORT = 3128                  # inside the sandbox's own network namespace: no other user
+HEAD_LIMIT = 64 << 10
+HEAD_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+CHUNK = 1 << 16
+# The overlay entry script, by the names it has had (engines/overlay/enter.sh in the package layout).
+ENTER_SCRIPTS = (b"/overlay_enter.sh", b"/overlay/enter.sh")
+
+
+def read_policy(sandbox: str) -> dict[str, object]:
+    try:
+        with open(os.path.join(sandbox, POLICY), encoding="utf-8") as f:
+            policy = json.load(f)
+    except FileNotFoundError:
+        return {"mode": "open", "allow": []}
+    if not isinstance(policy, dict) or policy.get("mode") not in ("open", "off", "list"):
+        raise RuntimeError(f"{POLICY}: not a network policy")
+    return policy
+
+
+def allowed(patterns: list[str], host: str, port: int) -> bool:
+    """``host`` (any port), ``host:port``, ``*.domain`` (the subdomains, not the domain)."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        name, _, want = pattern.lower().rpartition(":") if _has_port(pattern) else (pattern.lower(), "", "")
+        if want and want != str(port):
+            continue
+        name = name.strip("[]")
+        if name.startswith("*.") and host.endswith(name[1:]) and len(host) > len(name) - 1:
+            return True
+        if name == host:
+            return True
+    return False
+
+
+def _has_port(pattern: str) -> bool:
+    head, sep, tail = pattern.rpartition(":")
+    return bool(sep) and tail.isdigit() and (pattern.count(":") == 1 or head.endswith("]"))
+
+
+# -- the holder's side: loopback, the proxy process, its listeners ---------------------------
+
+def loopback_up() -> None:
+    """Bring ``lo`` up in this (new) network namespace: a sandbox's own servers work."""
+    import fcntl
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+def start(sandbox: str, allow: list[str]) -> socket.socket:
+    """Fork the proxy (twice: it is nobody's child here, so the holder's first child stays
+    the session's init); the holder's end of the channel. The proxy ends when it closes."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mine.close()
+            if os.fork() == 0:
+                _proxy_main(sandbox, allow, theirs, os.getppid())
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    theirs.close()
+    return mine
+
+
+def _proxy_main(sandbox: str, allow: list[str], channel: socket.socket, _: int) -> None:
+    # Nothing of the holder's but its log (stderr): its stdout is the launcher's pipe, which
+    # must see end-of-file when the holder exits.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    keep = channel.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    os.setsid()
+    Proxy(sandbox, allow).serve(channel)
+
+
+def listen() -> list[socket.socket]:
+    """Listeners on 127.0.0.1:PORT (and [::1]:PORT) in this, the sandbox's, namespace. The
+    proxy accepts on them: connections it accepts are the sandbox's, those it makes the
+    host's. (No thread in the holder: after unshare(CLONE_NEWPID) it can start none.)"""
+    listeners = []
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((address, PORT))
+            s.listen(128)
+            listeners.append(s)
+        except OSError:
+            continue   # no IPv6 in this kernel: IPv4 only
+    if not listeners:
+        raise RuntimeError(f"cannot listen on 127.0.0.1:{PORT} in the sandbox")
+    return listeners
+
+
+class HolderNetwork:
+    """What the holder does for ``network``: read the launcher's policy, fork the proxy
+    (a list) before making its namespaces, ask for a network namespace of its own (off,
+    a list), bring loopback up in it and give the proxy its listeners there; say how calls
+    reach it."""
+
+    def __init__(self, sandbox: str) -> None:
+        policy = read_policy(sandbox)
+        self.mode = str(policy["mode"])
+        allow = policy.get("allow")
+        self.allow = [str(a) for a in allow] if isinstance(allow, list) else []
+        self.channel = start(sandbox, self.allow) if self.mode == "list" else None
+
+    @property
+    def isolated(self) -> bool:
+        return self.mode != "open"
+
+    def inside(self) -> None:
+        """In the new namespaces, as their root: loopback, and the proxy's listeners."""
+        if not self.isolated:
+            return
+        loopback_up()
+        if self.channel is not None:
+            listeners = listen()
+            socket.send_fds(self.channel, [os.getpid().to_bytes(4, "little")],
+                            [s.fileno() for s in listeners])
+            for s in listeners:
+                s.close()
+
+    def serve(self, session_fd: int) -> None:
+        """After the pivot: the state file the entry script reads."""
+        state = {"open": "", "off": "off\n", "list": f"proxy {PORT}\n"}[self.mode]
+        fd = os.open(STATE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
+                     dir_fd=session_fd)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(state)
+
+
+# -- the proxy --------------------------------------------------------------------------
+
+class Proxy:
+    def __init__(self, sandbox: str, allow: list[str]) -> None:
+        self.sandbox = sandbox
+        self.allow = allow
+        self.lock = threading.Lock()
+
+    def serve(self, channel: socket.socket) -> None:
+        """Take the listeners the holder made in the sandbox's namespace, then accept on
+        them until the channel closes (the holder is gone)."""
+        import selectors
+
+        data, fds, _, _ = socket.recv_fds(channel, 4, 4)
+        if len(data) != 4 or not fds:
+            return
+        holder = int.from_bytes(data, "little")
+        with selectors.DefaultSelector() as sel:
+            sel.register(channel, selectors.EVENT_READ)
+            for fd in fds:
+                sel.register(socket.socket(fileno=fd), selectors.EVENT_READ)
+            while True:
+                for key, _ in sel.select():
+                    if key.fileobj is channel:
+                        if not channel.recv(1):
+                            return
+                        continue
+                    listener: socket.socket = key.fileobj  # type: ignore[assignment]
+                    with contextlib.suppress(OSError):
+                        conn, _ = listener.accept()
+                        threading.Thread(target=self.handle, args=(conn, holder), daemon=True).start()
+
+    def handle(self, conn: socket.socket, holder: int) -> None:
+        entry: dict[str, object] = {"time": round(time.time(), 3), "call": caller(conn, holder)}
+        started = time.monotonic()
+        with conn:
+            try:
+                self.exchange(conn, entry)
+            except OSError as exc:
+                entry.setdefault("error", exc.strerror or str(exc))
+            entry["seconds"] = round(time.monotonic() - started, 3)
+            if "host" in entry:
+                self.record(entry)
+
+    def exchange(self, conn: socket.socket, entry: dict[str, object]) -> None:
+        conn.settimeout(HEAD_TIMEOUT)
+        head, rest = read_head(conn)
+        request = parse_request(head)
+        if request is None:
+            conn.sendall(answer(400, "workspace: the proxy takes CONNECT or an absolute http:// URL\n"))
+            return
+        method, host, port, head = request
+        entry.update(method=method, host=host, port=port, up=0, down=0)
+        if not allowed(self.allow, host, port):
+            entry["allowed"] = False
+            conn.sendall(answer(403, f"workspace: {host}:{port} is not in this session's network "
+                                     "allow list (setting `network`)\n"))
+            return
+        entry["allowed"] = True
+        try:
+            upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+            conn.sendall(answer(502, f"workspace: cannot reach {host}:{port}: {entry['error']}\n"))
+            return
+        with upstream:
+            conn.settimeout(None)
+            upstream.settimeout(None)
+            if method == "CONNECT":
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                up = len(rest)
+            else:
+                up = len(head) + len(rest)
+                rest = head + rest
+            if rest:
+                upstream.sendall(rest)
+            more_up, down = relay(conn, upstream)
+            entry.update(up=up + more_up, down=down)
+
+    def record(self, entry: dict[str, object]) -> None:
+        line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+        with self.lock:
+            fd = os.open(os.path.join(self.sandbox, RECORD),
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+
+def read_head(conn: socket.socket) -> tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > HEAD_LIMIT:
+            raise OSError("request head too long")
+        chunk = conn.recv(CHUNK)
+        if not chunk:
+            break
+        data += chunk
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    return head + sep, rest
+
+
+def parse_request(head: bytes) -> tuple[str, str, int, bytes] | None:
+    """(method, host, port, the head to send upstream), or None. A plain request is sent
+    on in origin form without the proxy's own headers."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        return None
+    method, target, version = parts
+    if method == "CONNECT":
+        host, port = split_host(target, 443)
+        return (method, host, port, b"") if host else None
+    if not target.lower().startswith("http://"):
+        return None
+    authority, slash, path = target[7:].partition("/")
+    host, port = split_host(authority.rpartition("@")[2], 80)
+    if not host:
+        return None
+    kept = [h for h in lines[1:] if h and not h.lower().startswith(("proxy-", "connection:"))]
+    out = [f"{method} {slash}{path} {version}", *kept, "Connection: close", "", ""]
+    return method, host, port, "\r\n".join(out).encode("latin-1")
+
+
+def split_host(authority: str, default: int) -> tuple[str, int]:
+    if authority.startswith("["):
+        host, _, tail = authority[1:].partition("]")
+        port_text = tail.removeprefix(":")
+    else:
+        host, _, port_text = authority.partition(":")
+    try:
+        port = int(port_text) if port_text else default
+    except ValueError:
+        return "", 0
+    return (host.lower(), port) if host and 0 < port < 65536 else ("", 0)
+
+
+def answer(status: int, text: str) -> bytes:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    body = text.encode()
+    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}"
+            "\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def relay(client: socket.socket, upstream: socket.socket) -> tuple[int, int]:
+    """Copy both ways until both sides are done; (bytes up, bytes down)."""
+    import selectors
+
+    counts = {client: 0, upstream: 0}
+    other = {client: upstream, upstream: client}
+    with selectors.DefaultSelector() as sel:
+        for s in (client, upstream):
+            sel.register(s, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                src: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    data = src.recv(CHUNK)
+                except OSError:
+                    data = b""
+                if data:
+                    try:
+                        other[src].sendall(data)
+                    except OSError:
+                        return counts[client], counts[upstream]
+                    counts[src] += len(data)
+                    continue
+                sel.unregister(src)
+                with contextlib.suppress(OSError):
+                    other[src].shutdown(socket.SHUT_WR)
+    return counts[client], counts[upstream]
+
+
+# -- which call made a connection -------------------------------------------------------
+
+def caller(conn: socket.socket, holder: int) -> str:
+    """The call id of the process that opened ``conn`` (its ancestors include the entry
+    script run with the call's report file, calls/ID.cwd), "" when it cannot be told
+    (a command left running after its call, a `workspace run`). Its ancestry, not its
+    environment: a command cannot claim another call's id."""
+    try:
+        port = conn.getpeername()[1]
+        inode = _socket_inode(holder, port)
+        pid = _owner(holder, inode) if inode else None
+    except OSError:
+        return ""
+    while pid is not None and pid > 1:
+        call = _call_of(pid)
+        if call is not None:
+            return call
+        pid = _parent(pid)
+    return ""
+
+
+def _socket_inode(holder: int, port: int) -> str:
+    """The inode of the client socket local port ``port`` -> PORT, in the holder's namespace."""
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{holder}/net/{table}", encoding="ascii") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                local, remote = fields[1].rsplit(":", 1)[1], fields[2].rsplit(":", 1)[1]
+                if int(local, 16) == port and int(remote, 16) == PORT:
+                    return fields[9]
+    return ""
+
+
+def _owner(holder: int, inode: str) -> int | None:
+    netns = os.readlink(f"/proc/{holder}/ns/net")
+    target = f"socket:[{inode}]"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/net") != netns:
+                continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}") == target:
+                        return int(entry)
+        except OSError:
+            continue
+    return None
+
+
+def _call_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return None
+    if len(argv) > 6 and argv[1].endswith(ENTER_SCRIPTS):
+        out = os.path.basename(argv[6].decode(errors="replace"))
+        return out.removesuffix(".cwd") if out.endswith(".cwd") else ""
+    return None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,36 @@
+"""The one reader of ``/proc/PID/mountinfo`` (standard library only).
+
+It lives in the holder's package because the holder, a program of its own, can import
+nothing outside it; the engines import it from here.
+"""
+
+from __future__ import annotations
+
+
+def read(pid: int | str = "self") -> str:
+    with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def rows(text: str) -> list[tuple[str, str, str, str]]:
+    """(mount id, parent id, mount point, fs type) of each mount, in the table's order."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            sep = fields.index("-", 5) if "-" in fields[5:] else len(fields)
+            fstype = fields[sep + 1] if sep + 1 < len(fields) else ""
+            found.append((fields[0], fields[1], unescape(fields[4]), fstype))
+    return found
+
+
+def points(text: str) -> list[str]:
+    """The mount points, in the table's order."""
+    return [point for _, _, point, _ in rows(text)]
+
+
+def unescape(field: str) -> str:
+    """The kernel's octal escapes (space, tab, newline, backslash) decoded."""
+    if "\\" not in field:
+        return field
+    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")

@@ -1,0 +1,1 @@
+"""The try engine (binpash/try)."""
