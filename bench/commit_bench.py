@@ -6,6 +6,9 @@ ancestors copied up with their real modes) over an empty real target:
 * small: 100 directories x 100 files of 300 bytes;
 * large: five 100 MB files.
 
+"commit" is the file commit alone; "session commit" is what ``workspace commit``
+runs (:func:`manager.commit.session.commit_session`: the history check too).
+
 Each tool runs 3 times per sandbox on a freshly built copy; the build and a
 ``sync`` are not timed, so every tool starts with the upper data on disk (as an
 agent's writes long since are). Prints medians and ratios.
@@ -30,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from manager.changes.model import Layer  # noqa: E402
 from manager.commit.apply import commit  # noqa: E402
+from manager.commit.session import Target  # noqa: E402
+from manager.commit.session import commit_session  # noqa: E402
 
 MB = 1 << 20
 
@@ -74,6 +79,16 @@ def run_ours(work: Path, sandbox: Path, target: Path) -> None:
         raise SystemExit(f"commit failed: {result.errors[:3]} {result.conflicts[:3]}")
 
 
+def run_session(work: Path, sandbox: Path, target: Path) -> None:
+    """What ``workspace commit`` runs: the history check as well as the files."""
+    session = work / "session"
+    session.mkdir()
+    done = commit_session(Target(session, target, "bench", 0.0),
+                          [Layer(sandbox / "upperdir", Path("/"))], [])
+    if not done.ok:
+        raise SystemExit(f"commit failed: {done.result.errors[:3]} {done.result.conflicts[:3]}")
+
+
 def run_cp(work: Path, sandbox: Path, target: Path) -> None:
     source = sandbox / "upperdir" / str(target).lstrip("/")
     subprocess.run(["cp", "-a", f"{source}/.", str(target)], check=True)
@@ -114,7 +129,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ws-bench-", dir=args.dir))
-    tools: dict[str, Callable[[Path, Path, Path], None]] = {"commit": run_ours, "cp -a": run_cp}
+    tools: dict[str, Callable[[Path, Path, Path], None]] = {"commit": run_ours, "session commit": run_session,
+                                                       "cp -a": run_cp}
     if shutil.which("try"):
         tools["try commit"] = run_try
     try:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from manager import fsutil  # noqa: E402
 from manager.engines.try_ import layout as try_layout  # noqa: E402
 from manager.engines.try_ import probe as try_probe  # noqa: E402
+from manager.fs import util as fsutil  # noqa: E402
 
 TARGET_MS = 10.0
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from manager.egress.setting import Network
 from manager.egress.setting import narrows
-from manager.engines import registry
 from manager.errors import ConfigError
 from manager.record import Record
 from manager.record import Value
@@ -67,7 +66,10 @@ class Option(Value):
         self.choices = choices
 
 
-ENGINES = registry.CHOICES
+# The engine setting's choices: auto, then auto's order (overlay before try: try runs the
+# command as root in a chroot by its own design). engines/registry.py maps each to its class
+# (config sits below engines: it names them, it does not load them).
+ENGINES = ("auto", "overlay", "try", "podman", "docker")
 
 # One table for every setting. Dotted names map to nested YAML mappings.
 SCHEMA: dict[str, Option] = {
@@ -238,10 +240,9 @@ def set_trust(path: Path, trusted: bool) -> str | None:
 
 def record_trust(path: Path, digest: str | None) -> str | None:
     """Record ``digest`` as the trusted content of ``path`` (None: drop it); the digest."""
-    import json
 
     from manager import versioning
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_json_atomic
 
     record = _trust_record(strict=True)
     key = str(path.absolute())
@@ -251,8 +252,7 @@ def record_trust(path: Path, digest: str | None) -> str | None:
         record.pop(key, None)
     trust_path().parent.mkdir(parents=True, exist_ok=True)
     data = versioning.stamp("trust", {"files": record})
-    write_atomic(trust_path(), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
-                 mode=0o600)
+    write_json_atomic(trust_path(), data, indent=1, mode=0o600)
     return digest
 
 

@@ -224,7 +224,7 @@ def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
     """The targets as the overlay holder and the try entry read them."""
     from pathlib import Path
 
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_atomic
 
     text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
                    if "\n" not in t.path)

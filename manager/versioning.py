@@ -92,20 +92,6 @@ def load(kind: str, path: str | os.PathLike[str]) -> Any:
     return raw
 
 
-def peek(path: str | os.PathLike[str]) -> tuple[int, str | None] | None:
-    """(format, written_by) of a JSON record without judging it; None when unreadable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = fastjson.loads(f.read())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(raw, dict):
-        return UNVERSIONED, None
-    found = raw.get(KEY, raw.get("version", UNVERSIONED))
-    by = raw.get(BY)
-    return (found if type(found) is int else UNVERSIONED), (by if isinstance(by, str) else None)
-
-
 def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Bring an older record at ``path`` to the current format, in place.
 
@@ -118,7 +104,8 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
         return raw
     from pathlib import Path
 
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_atomic
+    from manager.fs.util import write_json_atomic
 
     keep = Path(f"{path}.format-{found}")
     write_atomic(keep, Path(path).read_bytes())
@@ -126,8 +113,6 @@ def migrate_file(kind: str, path: str, raw: dict[str, Any]) -> dict[str, Any]:
     for step in range(found, current(kind)):
         record = MIGRATIONS[(kind, step)](record)
     record = stamp(kind, record)
-    import json
-
-    write_atomic(Path(path), (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    write_json_atomic(Path(path), record)
     keep.unlink()
     return record

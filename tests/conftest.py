@@ -44,6 +44,9 @@ TESTS = Path(__file__).resolve().parent
 AS_USER_DIRS = (TESTS / "engines", TESTS / "e2e")
 # ... and every test that drives the real CLI (ws), hook launcher (claude) or overlay engine.
 AS_USER_FIXTURES = {"ws", "claude", "overlay_engine"}
+# Tests that ask for an engine by fixture are engine tests (the fast tier,
+# -m "not engine and not e2e", leaves them out) wherever they live.
+ENGINE_FIXTURES = {"overlay_engine", "engine_name", "commit_engine"}
 LISTING_LIMIT = 5000          # entries per real directory; ~/.claude can be large
 CONTENT_LIMIT = 1 << 20       # bytes read from a changed file to see whose it is
 
@@ -59,10 +62,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _select_alone(config, items)
     for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & ENGINE_FIXTURES:     # drives a real engine: not in the fast tier
+            item.add_marker(pytest.mark.engine)
         if item.get_closest_marker("needs_root"):
             continue
         path = Path(str(item.path)).resolve()
-        fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & AS_USER_FIXTURES or any(d in path.parents for d in AS_USER_DIRS):
             item.add_marker(pytest.mark.as_user)
 
@@ -204,6 +209,46 @@ def ws(project: Path) -> Runner:
         return proc
 
     return run
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    """**The** project as a git repository: one commit of a few files and an ignore file."""
+    git(project, "init", "-q", "-b", "main")
+    git(project, "config", "user.email", "user@example.com")
+    git(project, "config", "user.name", "User")
+    (project / ".gitignore").write_text(".venv/\nbuild/\n")
+    (project / "a.py").write_text("one\ntwo\nthree\n")
+    (project / "b.py").write_text("x = 1\n")
+    (project / "a.txt").write_text("a\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "initial")
+    return project
+
+
+@pytest.fixture
+def sandboxed(ws: Runner) -> Runner:
+    """``workspace run -- sh -c SCRIPT``, checked."""
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return ws("run", "--", "sh", "-c", script, check=True)
+
+    return run
+
+
+@pytest.fixture
+def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> str:
+    """**The** fixture for the built-in overlay engine: the test's sessions use it (a failure
+    in CI where it cannot run, a skip elsewhere); their holders stop with the test
+    (``isolated_state``). A suite that runs all on it asks for it from an autouse fixture."""
+    from tests.engines.conftest import _use
+
+    return _use("overlay", monkeypatch)
 
 
 @pytest.fixture

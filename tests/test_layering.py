@@ -8,6 +8,7 @@ fails here rather than in review.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,44 +21,49 @@ ROOT = Path(manager.__file__).parent
 REPO = ROOT.parent
 
 # What each unit of manager/ may import of ours besides itself. A unit is a subpackage
-# (manager/<pkg>/) or a top-level module (manager/<mod>.py).
+# (manager/<pkg>/), a top-level module (manager/<mod>.py), or a module of a package listed
+# by itself (session's record and paths sit below the engines; the rest of session above).
+# docs/architecture.md's table of packages is tested against this one (leaves aside).
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "record": set(),                                  # dataclass-like values without dataclasses
     "fastjson": set(),                                # json for the hook path without `re`
-    "versioning": {"errors", "fastjson", "fsutil", "__init__"},   # record formats (the hook reads it)
-    "fsutil": {"errors", "longpath"},
-    "longpath": set(),                                # paths of any length, trees of any depth
-    "sparse": set(),                                  # copies that keep holes
+    "versioning": {"errors", "fastjson", "fs", "__init__"},   # record formats (the hook reads it)
+    "fs": {"errors"},                                 # atomic writes and locks (util), paths of any
+                                                      # length (longpath), copies that keep holes (sparse)
     "ui": {"errors"},
-    "changes": {"errors", "longpath", "record", "sparse", "ui"},   # ui: names shown escaped
+    "changes": {"errors", "fs", "record", "ui",    # ui: names shown escaped
+                "session.paths"},                     # is_within: the one path rule
     "git": {"changes", "errors", "record"},                     # git plumbing and the sandbox's git view
-    "commit": {"changes", "errors", "fsutil", "git", "longpath", "record", "sparse", "versioning"},
-    "config": {"errors", "fsutil", "record", "versioning", "session.paths", "engines.registry",
-               "egress.setting"},
-    "hide": {"config", "errors", "fastjson", "fsutil", "session.paths"},   # what sandboxes hide
-    "egress": {"config", "errors", "fastjson", "fsutil"},      # setting `network` and the egress record
-    "session": {"changes", "config", "engines", "errors", "fastjson", "fsutil", "hide", "record",
-                "versioning"},
-    "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fsutil", "hide",
-                "record", "session"},
-    "guardrails": {"changes", "config", "egress", "engines", "errors", "fsutil", "git", "longpath",
+    "commit": {"changes", "errors", "fs", "git", "record", "versioning"},
+    "session.paths": {"errors"},                      # the rules the hook path shares: os alone
+    "session.store": {"errors", "fastjson", "fs", "record", "versioning", "session.paths"},
+    "session.health": {"errors", "versioning", "session.paths", "session.store"},
+    "egress.setting": set(),                          # the `network` setting's type: config's
+    "config": {"errors", "fs", "record", "versioning", "session.paths", "egress.setting"},
+    "hide": {"config", "errors", "fastjson", "fs", "session.paths"},   # what sandboxes hide
+    "egress": {"config", "errors", "fastjson", "fs"},      # setting `network` and the egress record
+    "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fs", "hide",
+                "record", "session.paths", "session.store"},
+    "session": {"changes", "config", "engines", "errors", "fastjson", "fs", "hide", "record",
+                "versioning"},                        # and its own record (the units above)
+    "guardrails": {"changes", "config", "egress", "engines", "errors", "fs", "git",
                    "session", "ui", "versioning"},
-    "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fsutil", "guardrails",
+    "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fs", "guardrails",
                "session", "ui", "versioning"},
-    "review": {"changes", "git", "longpath", "record", "ui"},
+    "review": {"changes", "fs", "git", "record", "ui"},
     "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors", "git",
                  "guardrails", "hide", "review", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),
 }
-# Modules held to fewer imports than their package.
+# Leaves every layer may use; the docs name them once instead of in every row.
+LEAVES = {"errors", "fs", "record", "ui", "__init__"}
+# Modules held to fewer imports than their unit.
 MODULE_MAY_IMPORT: dict[str, set[str]] = {
-    "session.paths": {"errors"},            # the rules the hook path shares: os alone
     "engines.registry": {"errors", "config", "engines", "record"},
-    "egress.setting": set(),                # config imports it
-    "engines.base": {"changes", "session", "engines", "record"},
+    "engines.base": {"changes", "session.store", "engines", "record"},
     "claude.records": set(),
 }
 # The hook's hot path: what these may import at module level (stdlib beyond these is refused).
@@ -79,8 +85,12 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _unit(module: str) -> str:
-    head = module.split(".")[0]
-    return head
+    """The most specific unit of the table that holds ``module``."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in MAY_IMPORT:
+            return ".".join(parts[:end])
+    return parts[0]
 
 
 def _is_module(dotted: str) -> bool:
@@ -90,7 +100,8 @@ def _is_module(dotted: str) -> bool:
 
 def _imports(path: Path) -> list[str]:
     """Every ``manager.*`` module ``path`` imports, as ``pkg.mod`` (without ``manager.``);
-    a name imported from ``manager/__init__.py`` counts as ``__init__``."""
+    a name imported from ``manager/__init__.py`` counts as ``__init__``. Every import node
+    counts: inside functions and under ``if TYPE_CHECKING:`` as well as at the top."""
     names = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -107,7 +118,89 @@ def _imports(path: Path) -> list[str]:
 
 
 def _allowed(target: str, allowed: set[str]) -> bool:
-    return any(target == a or target.startswith(a + ".") or _unit(target) == a for a in allowed)
+    """A package named in ``allowed`` brings the units inside it (session: its record too)."""
+    unit = _unit(target)
+    return unit in allowed or unit.split(".")[0] in allowed
+
+
+def _edges(table: dict[str, set[str]], unit: str) -> set[str]:
+    named = table.get(unit, set())
+    inside = {u for u in table if u.split(".")[0] in named}
+    return (named | inside) - {unit}
+
+
+def _cycle(table: dict[str, set[str]]) -> list[str]:
+    """A circle of units in ``table`` (each may import the next), or []."""
+    state: dict[str, int] = {}      # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(unit: str) -> list[str]:
+        state[unit] = 1
+        path.append(unit)
+        for below in sorted(_edges(table, unit)):
+            if state.get(below) == 1:
+                return path[path.index(below):] + [below]
+            if below not in state and (found := visit(below)):
+                return found
+        path.pop()
+        state[unit] = 2
+        return []
+
+    for unit in sorted(table):
+        if unit not in state and (found := visit(unit)):
+            return found
+    return []
+
+
+def test_the_layers_are_an_order():
+    assert not _cycle(MAY_IMPORT), f"the layering has a circle: {' -> '.join(_cycle(MAY_IMPORT))}"
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "a"}, "b": set()}) == []
+
+
+def test_every_allowed_unit_is_in_the_table():
+    named = {u for allowed in (*MAY_IMPORT.values(), *MODULE_MAY_IMPORT.values()) for u in allowed}
+    assert named <= set(MAY_IMPORT)
+    assert {_unit(m) for m in MODULE_MAY_IMPORT} <= set(MAY_IMPORT)
+    assert all(allowed <= MAY_IMPORT[_unit(m)] | {_unit(m)} for m, allowed in MODULE_MAY_IMPORT.items())
+
+
+def test_imports_inside_functions_and_under_type_checking_count(tmp_path: Path):
+    source = tmp_path / "probe.py"
+    source.write_text("TYPE_CHECKING = False\n"
+                      "if TYPE_CHECKING:\n    from manager.engines.base import Engine\n"
+                      "def later():\n    from manager.session import store\n"
+                      "    import manager.config\n")
+    assert sorted(_imports(source)) == ["config", "engines.base", "session.store"]
+
+
+def _doc_rows() -> dict[str, set[str]]:
+    """docs/architecture.md's package table: each unit its row names, to what it may import."""
+    text = (REPO / "docs/architecture.md").read_text()
+    table = text.split("| package | owns | may import |", 1)[1].split("\n\n", 1)[0]
+    rows: dict[str, set[str]] = {}
+    for line in table.splitlines()[2:]:
+        cells = line.strip().strip("|").split("|")
+        units = [_doc_unit(n) for n in re.findall(r"`([^`]+)`", cells[0])]
+        allowed = {_doc_unit(n) for n in re.findall(r"`([^`]+)`", cells[-1])}
+        rows.update((u, allowed) for u in units)
+    return rows
+
+
+def _doc_unit(name: str) -> str:
+    return name.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
+def test_the_docs_table_is_this_table():
+    rows = _doc_rows()
+    for unit, allowed in MAY_IMPORT.items():
+        if unit in LEAVES or unit in ("main", "__main__"):
+            assert allowed <= LEAVES | {"main", "commands"}, unit
+            continue
+        assert unit in rows, f"docs/architecture.md has no row for {unit}"
+        assert rows[unit] - LEAVES == allowed - LEAVES, (
+            f"docs/architecture.md: {unit} may import {sorted(rows[unit])}; "
+            f"the layering test says {sorted(allowed - LEAVES)}")
 
 
 @pytest.mark.parametrize(("module", "path"), _modules(), ids=[m for m, _ in _modules()])
@@ -144,3 +237,9 @@ def test_commands_are_imported_only_by_main():
     users = [m for m, p in _modules() if _unit(m) not in ("commands", "main")
              and any(_unit(t) == "commands" for t in _imports(p))]
     assert not users
+
+
+def test_at_most_eight_loose_modules():
+    """manager/ is packages and a few leaves: a new module joins a package (issue 22)."""
+    loose = sorted(p.name for p in ROOT.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(loose) <= 8, loose

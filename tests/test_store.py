@@ -73,7 +73,7 @@ def test_malformed_pointer_is_a_clear_error(project):
 
 
 def _hold(path: str, queue: multiprocessing.Queue) -> None:
-    from manager.fsutil import locked
+    from manager.fs.util import locked
 
     with locked(Path(path)):
         queue.put("held")

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
 
-from manager import longpath
 from manager.changes import meta
 from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.fs import longpath
 from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record

@@ -18,12 +18,13 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 
-from manager import longpath
 from manager.changes import meta
 from manager.changes.walkcache import MISSING
 from manager.changes.walkcache import WalkCache
 from manager.changes.walkcache import stat_key
+from manager.fs import longpath
 from manager.record import Value
+from manager.session.paths import is_within as is_within  # the one rule, for its users here
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
@@ -135,13 +136,6 @@ def entry_type(mode: int) -> EntryType:
     if stat.S_ISLNK(mode):
         return EntryType.SYMLINK
     return EntryType.OTHER
-
-
-def is_within(path: Path | str, root: Path | str) -> bool:
-    """``path`` is ``root`` or below it. String work: ``root in path.parents`` builds a
-    Path per ancestor, which dominates review time at 100,000 changes."""
-    text, top = str(path), str(root)
-    return text == top or text.startswith(top if top.endswith("/") else top + "/")
 
 
 def is_whiteout(path: Path | str, st: os.stat_result) -> bool:

@@ -31,7 +31,7 @@ from manager.changes.meta import mark_copy_up
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
-from manager.sparse import data_extents
+from manager.fs.sparse import data_extents
 
 if TYPE_CHECKING:
     from _typeshed import StrOrBytesPath

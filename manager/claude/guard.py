@@ -16,15 +16,10 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from manager.guardrails.actions import Event
     from manager.guardrails.actions import Outcome
 
 PASSTHROUGH_COMMAND = "/workspace:passthrough"
-
-
-def _guardrails() -> Any:
-    from manager.guardrails import actions  # lazy: git plumbing is not needed on every hook
-
-    return actions
 
 
 def prompt(payload: dict[str, Any]) -> dict[str, Any]:
@@ -37,17 +32,40 @@ def prompt(payload: dict[str, Any]) -> dict[str, Any]:
         if state.read_hot(session_id) is not None:
             state.arm_bypass(session_id)
             ours = "workspace: the user allowed the next Bash call to run outside the sandbox, once."
-    theirs = _guardrails().on_prompt(workspace_payload(payload))
+    theirs = outcome_for("on_prompt", payload)
     context = "\n".join(filter(None, [theirs.context, ours]))
     return protocol.answer("UserPromptSubmit", theirs.notice, context, theirs.block)
 
 
 def stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _answer("Stop", _guardrails().on_stop(workspace_payload(payload)))
+    return _answer("Stop", outcome_for("on_stop", payload))
 
 
 def subagent_stop(payload: dict[str, Any]) -> dict[str, Any]:
-    return _answer("SubagentStop", _guardrails().on_stop(workspace_payload(payload), subagent=True))
+    return _answer("SubagentStop", outcome_for("on_stop", payload, subagent=True))
+
+
+def outcome_for(action: str, payload: dict[str, Any], **flags: bool) -> Outcome:
+    """The guard rails' ``action`` on the event this hook input describes."""
+    from manager.guardrails import actions  # lazy: git plumbing is not needed on every hook
+
+    event = guard_event(workspace_payload(payload)) if isinstance(payload, dict) else None
+    if event is None:
+        return actions.NO_SESSION
+    found: Outcome = getattr(actions, action)(event, **flags)
+    return found
+
+
+def guard_event(payload: dict[str, Any]) -> Event | None:
+    """The hook input as the guard rails read it (typed; None without a session id)."""
+    session_id, cwd, agent = (payload.get(k) for k in ("session_id", "cwd", "agent_id"))
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    from manager.guardrails.actions import Event
+
+    return Event(session_id, cwd if isinstance(cwd, str) else None,
+                               payload.get("stop_hook_active") is True,
+                               agent if isinstance(agent, str) and agent else None)
 
 
 def _answer(event: str, outcome: Outcome) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from manager.session import paths
+from manager.session.paths import is_within as _inside
 
 CLAUDE_FILES = ("settings.json", "settings.local.json", "shell-snapshots", "plugins")
 # Project files through which Claude Code runs programs: its settings, hooks, commands
@@ -38,11 +39,10 @@ CLIENT_OUTSIDE = ("plans",)
 def roots(project: str) -> list[str]:
     from manager.claude import permissions
 
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     claude = permissions.config_dir()
     home = os.path.expanduser("~")
-    found = [paths.state_root(), os.path.join(xdg, "workspace"),
-             os.path.join(xdg, "containers"), "/etc/containers",
+    found = [paths.state_root(), paths.config_root(),
+             os.path.join(paths.config_base(), "containers"), "/etc/containers",
              os.environ.get("DOCKER_CONFIG") or os.path.join(home, ".docker"),
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),   # the package
              "/etc/claude-code"]
@@ -65,11 +65,6 @@ def _interpreter() -> list[str]:
     if os.path.exists(os.path.join(venv, "pyvenv.cfg")):
         found.append(venv)
     return found
-
-
-def _inside(path: str, root: str) -> bool:
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/")
 
 
 def protected(path: str, project: str) -> str | None:

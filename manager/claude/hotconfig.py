@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from manager.config import Config
 
 KEYS = ("passthrough", "plugin.allow_model_bypass")
+# Stamped too, though not in the hot config: a change of setting `network` must replace the
+# sandbox before the next call (see pretool._config).
+STAMPED = (*KEYS, "network")
 
 
 def stamp(project: str) -> list[Any]:
@@ -31,7 +34,7 @@ def stamp(project: str) -> list[Any]:
             marks.append([path, st.st_mtime_ns, st.st_size])
         except OSError:
             marks.append([path, None, None])
-    for key in (*KEYS, "network"):   # network: see pretool._config
+    for key in STAMPED:
         name = paths.env_name(key)
         marks.append([name, os.environ.get(name)])
     return marks

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from manager.errors import WorkspaceError
-from manager.fsutil import write_atomic
+from manager.fs.util import write_json_atomic
 
 MARKER = "-m manager.claude"
 # (event, matcher or None, timeout in seconds): the same set as hooks/hooks.json.
@@ -107,7 +107,7 @@ def with_ours(data: dict[str, Any], python: str | None = None) -> dict[str, Any]
 def write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    write_atomic(path, (json.dumps(data, indent=2) + "\n").encode(), mode=mode)
+    write_json_atomic(path, data, sort_keys=False, mode=mode)  # the user's order kept
 
 
 def install(path: Path, python: str | None = None) -> bool:

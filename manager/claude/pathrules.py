@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 
+from manager.session.paths import is_within as _inside
+
 
 def matches(pattern: str | None, path: str, project: str, cwd: str) -> bool:
     """Whether a rule's specifier (None: the bare tool name) covers ``path`` (absolute)."""
@@ -37,10 +39,6 @@ def _anchor(pattern: str, project: str, cwd: str) -> tuple[str, str | None]:
     if pattern.startswith("/"):
         return os.path.join(project, pattern[1:]), None
     return pattern.removeprefix("./"), cwd
-
-
-def _inside(path: str, base: str) -> bool:
-    return path == base or path.startswith(base.rstrip("/") + "/")
 
 
 def _under(path: str, pattern: str) -> bool:

@@ -179,9 +179,12 @@ def _adopt(claude_id: str, source: str, payload: dict[str, Any]) -> str:
 
 
 def _guardrails_start(payload: dict[str, Any]) -> None:
+    from manager.claude.guard import guard_event
     from manager.guardrails import actions  # lazy: git plumbing is not needed on every hook
 
-    actions.on_session_start(payload)
+    event = guard_event(payload)
+    if event is not None:
+        actions.on_session_start(event)
 
 
 def _start_context(session_id: str, source: str) -> str:

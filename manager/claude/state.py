@@ -77,7 +77,7 @@ def write_hot(session_id: str, data: Hot) -> None:
     from pathlib import Path
 
     from manager import versioning
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_atomic
 
     read_hot(session_id)    # one in a newer format is not ours to overwrite: raises
     record = versioning.stamp("claude", dict(data, code=[CODE, versioning.RELEASE]))
@@ -146,7 +146,7 @@ def pop_call(session_id: str, tool_use_id: str) -> str | None:
 def set_alias(claude_id: str, session_id: str) -> None:
     from pathlib import Path
 
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_atomic
 
     root = Path(paths.state_root()) / ALIASES
     root.mkdir(parents=True, exist_ok=True)

@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from manager import ui
 from manager.changes.display import resolve_paths
-from manager.changes.model import Change
-from manager.changes.model import Layer
 from manager.changes.model import is_within
-from manager.changes.model import read_changes
-from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.commit import btime
 from manager.commit import history as history_mod
-from manager.commit.exclude import compile_patterns
-from manager.commit.plan import make_plan
+from manager.commit.session import Target
+from manager.commit.session import commit_session
 from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
-from manager.session.store import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,64 +47,16 @@ def commit(args: argparse.Namespace) -> int:
         from manager.commands.commit_patch import commit_patch
 
         return commit_patch(ctx, session, paths, force=args.force)
-    exclude = never_committed(ctx)
+    target = Target(session.dir, session.project_path, session.id, session.created)
     with upper_at_rest(ctx, session) as layers:
-        history = _history(session, layers, paths, exclude, args.force)
-        internals: list[Path] = []
-        if history is not None:
-            named = [f for f in history.flagged if _named(f, paths, session.project_path)]
-            internals = history_mod.internals(history.repo.git_dir, history.changes,
-                                              history.flagged)
-            held = [f for f in history.flagged if f not in named]
-            exclude = [*exclude, *map(str, internals), *map(str, held), *map(str, history.kept)]
-        result = apply.commit(session.dir, layers, session.project_path, paths,
-                              force=args.force, exclude=exclude,
-                              progress=ui.progress("committing"),
-                              allow_special=args.allow_special)
-        applied = history_mod.apply(history) if history is not None else None
-        applied_ok = applied is not None and not applied.problems
-        dropped = [*internals, *history.kept] if history is not None else []
-        if applied_ok and dropped:     # never an empty list: that would discard everything
-            apply.discard(session.dir, layers, session.project_path, dropped)
+        done = commit_session(target, layers, paths, exclude=never_committed(ctx),
+                              force=args.force, allow_special=args.allow_special,
+                              progress=ui.progress("committing"))
     if args.json:
-        ui.dump_json({**result.as_json(), "git": applied.as_json() if applied else None})
+        ui.dump_json(done.as_json())
     else:
-        _report(result, history, applied)
-    return 0 if result.ok and not (applied and applied.problems) else 1
-
-
-def _named(path: Path, paths: list[Path], project: Path) -> bool:
-    """Named on the command line by itself (or a path below .git), not by the project."""
-    git_dir = project / ".git"
-    return any(p == path or (p in path.parents and p not in (project, git_dir)) for p in paths)
-
-
-def _history(session: Session, layers: list[Layer], paths: list[Path], exclude: list[str],
-             force: bool) -> history_mod.History | None:
-    """The agent's git history to apply through git, when the commit covers ``.git``."""
-    project = session.project_path
-    git_dir = project / ".git"
-    if paths and not any(p == git_dir or git_dir in p.parents or p in git_dir.parents
-                         for p in paths):
-        return None
-    changes = read_changes(list(layers), project)
-    under_git = [c for c in changes if is_within(c.real_path, git_dir)]
-    history = history_mod.prepare(project, under_git, session.id, since=session.created)
-    if history is None:
-        return None
-    inside_git = {c.path for c in under_git}
-    worktree = [c for c in select(changes, paths) if c.in_project and c.path not in inside_git]
-    history_mod.divert_head_on_conflict(history, _conflicts(layers, changes, worktree,
-                                                            project, exclude, force))
-    history.kept = history_mod.committed_paths(history, worktree)
-    return history
-
-
-def _conflicts(layers: list[Layer], changes: list[Change], selected: list[Change],
-               project: Path, exclude: list[str], force: bool) -> list[Path]:
-    plan = make_plan(layers, changes, selected, excluded=compile_patterns(exclude, project),
-                     force=force)
-    return [issue.path for issue in plan.conflicts]
+        _report(done.result, done.history, done.applied)
+    return 0 if done.ok else 1
 
 
 def _report(result: apply.CommitResult, history: history_mod.History | None,

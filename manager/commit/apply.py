@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from manager import longpath
 from manager.changes.model import Change
 from manager.changes.model import Layer
 from manager.changes.model import is_within
@@ -32,6 +31,7 @@ from manager.commit.exclude import compile_patterns
 from manager.commit.journal import Journal
 from manager.commit.journal import Step
 from manager.commit.plan import PathIssue
+from manager.commit.plan import Plan
 from manager.commit.plan import make_plan
 from manager.commit.plan import same_entry
 from manager.commit.safefs import DirChain
@@ -43,6 +43,7 @@ from manager.commit.safefs import walk_stats
 from manager.commit.steps import Executor
 from manager.commit.steps import Outcome
 from manager.errors import WorkspaceError
+from manager.fs import longpath
 
 
 @dataclass
@@ -80,26 +81,39 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
            allow_special: bool = False) -> CommitResult:
     """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
     result = CommitResult()
-    interrupted = journal.read(session_dir)
-    if interrupted is not None:
-        _resume(session_dir, interrupted, project, result)
+    resume(session_dir, project, result)
     all_changes = read_changes(list(layers), project)
     plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
                      excluded=compile_patterns(exclude, project), force=force,
                      allow_special=allow_special)
+    carry_out(session_dir, layers, all_changes, plan, result, force=force, progress=progress)
+    return result
+
+
+def resume(session_dir: Path, project: Path, result: CommitResult) -> None:
+    """Finish a commit that was interrupted, before anything is read for a new one."""
+    interrupted = journal.read(session_dir)
+    if interrupted is not None:
+        _resume(session_dir, interrupted, project, result)
+
+
+def carry_out(session_dir: Path, layers: Sequence[Layer], all_changes: list[Change],
+              plan: Plan, result: CommitResult, *, force: bool,
+              progress: Progress | None = None) -> None:
+    """Journal ``plan``, take its steps, tidy the upper directories; record it in ``result``."""
     result.conflicts.extend(plan.conflicts)
     result.refused.extend(plan.refused)
     result.skipped.extend(plan.skipped)
-    if plan.steps:
-        started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
-                                                     plan.steps, force))
-        outcome = _execute(started, check=None, progress=progress)
-        result.applied.extend(Path(s.path) for s in outcome.applied)
-        result.notes.extend(owner_notes(all_changes, result.applied))
-        _record_failures(result, outcome)
-        tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
-        journal.remove(session_dir)
-    return result
+    if not plan.steps:
+        return
+    started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
+                                                 plan.steps, force))
+    outcome = _execute(started, check=None, progress=progress)
+    result.applied.extend(Path(s.path) for s in outcome.applied)
+    result.notes.extend(owner_notes(all_changes, result.applied))
+    _record_failures(result, outcome)
+    tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
+    journal.remove(session_dir)
 
 
 def owner_notes(changes: Sequence[Change], applied: Sequence[Path]) -> list[PathIssue]:

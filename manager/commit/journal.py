@@ -18,7 +18,7 @@ from pathlib import Path
 from manager import versioning
 from manager.changes.model import Layer
 from manager.errors import StateError
-from manager.fsutil import write_atomic
+from manager.fs.util import write_json_atomic
 
 JOURNAL = "commit-journal.json"
 
@@ -65,7 +65,7 @@ def write(session_dir: Path, journal: Journal) -> Journal:
         "layers": [[str(layer.upper), str(layer.target)] for layer in journal.layers],
         "steps": [asdict(step) for step in journal.steps],
     })
-    write_atomic(path, json.dumps(record, separators=(",", ":")).encode())
+    write_json_atomic(path, record, indent=None, sort_keys=False)
     return Journal(journal.token, journal.layers, journal.steps, journal.force,
                    os.stat(path).st_ctime_ns)
 

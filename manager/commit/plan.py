@@ -297,6 +297,19 @@ def _live_names(upper: Path) -> set[str]:
     return names
 
 
+def withhold(plan: Plan, paths: Sequence[Path], all_changes: list[Change]) -> Plan:
+    """``plan`` with ``paths`` (files) left pending, as if they had been excluded: what a
+    commit learns only after planning (work-tree files that stay on a side branch)."""
+    if not paths:
+        return plan
+    held = {str(p) for p in paths}
+    already = set(plan.skipped)
+    plan.steps = [s for s in plan.steps if s.path not in held]
+    plan.conflicts = [i for i in plan.conflicts if str(i.path) not in held]
+    plan.skipped.extend(p for p in paths if p not in already)
+    return _hold_opaque(plan, all_changes, {str(c.path) for c in all_changes if c.opaque})
+
+
 def _hold_opaque(plan: Plan, all_changes: list[Change], opaque: set[str]) -> Plan:
     """Keep upper copies inside an opaque directory that is not wholly committed.
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from manager.changes.model import is_whiteout
-from manager.fsutil import write_atomic
+from manager.fs.util import write_atomic
 from manager.git import view as gitview
 
 OURS = "workspace: commit"        # the message of our own update-ref entries

@@ -15,10 +15,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from manager import longpath
 from manager.changes.meta import OVERLAY_XATTR_PREFIXES
 from manager.changes.meta import content_xattrs
-from manager.longpath import remove_tree_at
+from manager.fs import longpath
+from manager.fs.longpath import remove_tree_at
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

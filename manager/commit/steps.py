@@ -51,7 +51,7 @@ from manager.commit.safefs import remove_at
 from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
-from manager.sparse import copy_data
+from manager.fs.sparse import copy_data
 
 BATCH_STEPS = 4096
 BATCH_BYTES = 256 << 20

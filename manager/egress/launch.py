@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from manager.egress import setting
-from manager.fsutil import write_atomic
+from manager.fs.util import write_atomic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

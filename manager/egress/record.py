@@ -91,7 +91,7 @@ def refused_since_last(sandbox: Path) -> list[dict[str, Any]]:
         seen = 0
     if len(entries) <= seen:
         return []
-    from manager.fsutil import write_atomic
+    from manager.fs.util import write_atomic
 
     write_atomic(sandbox / SEEN, f"{len(entries)}\n".encode())
     return [e for e in entries[seen:] if not e.get("allowed")]

@@ -1,13 +1,16 @@
 """The one table of engines: names to classes, which hold containers, and ``auto``.
 
-Every list of engine names (the ``engine`` setting's choices, ``--engine`` help,
-``doctor``, gc's container sweep, the tests) is derived from :data:`ENGINES`.
+The names and ``auto``'s order are the ``engine`` setting's choices (``config.ENGINES``:
+config sits below the engines); every other list of engine names (``--engine`` help,
+``doctor``, gc's container sweep, the tests) is derived from :data:`ENGINES`, whose keys
+tests/engines/test_registry.py holds to those choices.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from manager import config
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
 from manager.record import Value
@@ -42,8 +45,8 @@ ENGINES: dict[str, Spec] = {
     "docker": Spec("manager.engines.container.engine:DockerEngine", container=True),
 }
 AUTO = "auto"
-AUTO_ORDER = tuple(ENGINES)
-CHOICES = (AUTO, *ENGINES)
+AUTO_ORDER = config.ENGINES[1:]    # the setting's choices are config's; the classes are here
+CHOICES = config.ENGINES
 CONTAINER_ENGINES = tuple(name for name, spec in ENGINES.items() if spec.container)
 
 

@@ -414,6 +414,27 @@ def host_env(repo: Repo | None = None) -> dict[str, str]:
     return env
 
 
+def discovering_env() -> dict[str, str]:
+    """:func:`host_env` with no other ``GIT_`` variable of the caller's: for a git that
+    finds its repository from its working directory (the review's questions)."""
+    return {k: v for k, v in host_env().items()
+            if not k.startswith("GIT_") or k.startswith("GIT_CONFIG_") or k in PROGRAM_ENV}
+
+
+def start_in(directory: Path, *args: str) -> subprocess.Popen[bytes]:
+    """git ``args`` started in ``directory`` (:func:`discovering_env`), stdin and stdout
+    piped, stderr dropped: a question asked while the caller goes on."""
+    return subprocess.Popen(["git", "-c", "core.quotePath=false", *args], cwd=directory,
+                            env=discovering_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def run_in(directory: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """git ``args`` run in ``directory`` (:func:`discovering_env`), output captured."""
+    return subprocess.run(["git", "-c", "core.quotePath=false", *args], capture_output=True,
+                          cwd=directory, env=discovering_env())
+
+
 def _named_programs(repo: Repo, env: dict[str, str]) -> list[tuple[str, str]]:
     """Empty commands for the drivers the config defines (a filter is also made optional),
     read once per process while the repository's config files stay as they are."""

@@ -1,26 +1,27 @@
 """Guard rails: the diff budget and checkpoints, as the hooks and the CLI use them.
 
-For the hook layer -- each function takes the parsed hook input (a dict; unknown
-fields ignored) and returns an :class:`Outcome` (``Outcome()``: no opinion); the
-Claude plugin (:mod:`manager.claude.guard`) turns it into the hook's JSON. None of
-them raises: a failure becomes a notice so Claude is never blocked or trapped by
-a broken guard rail. Call:
+For the hook layer -- each function takes an :class:`Event` (what the guard rails
+read of a hook's input; the plugin parses the hook's JSON into it) and returns an
+:class:`Outcome` (``Outcome()``: no opinion); the Claude plugin
+(:mod:`manager.claude.guard`) turns it into the hook's JSON. None of them raises: a
+failure becomes a notice so Claude is never blocked or trapped by a broken guard rail.
+Call:
 
-- SessionStart (every source):   ``on_session_start(payload)``
+- SessionStart (every source):   ``on_session_start(event)``
   Captures the budget baseline unless the session already has one
   (idempotent for resume/compact/clear/fork).
-- UserPromptSubmit:              ``on_prompt(payload)``
+- UserPromptSubmit:              ``on_prompt(event)``
   Overlap detection: continue the session's checkpoint stream or start afresh;
   with ``checkpoints.warn_other_sessions`` it may return a notice that Claude is
   told as well (``context``).
-- Stop:                          ``on_stop(payload)``
-- SubagentStop:                  ``on_stop(payload, subagent=True)``
+- Stop:                          ``on_stop(event)``
+- SubagentStop:                  ``on_stop(event, subagent=True)``
   Takes an automatic checkpoint (Stop only) when something changed, then
   checks the budget: over the limit it returns a ``block`` (the reason) at most
   ``budget.max_blocks`` times per stop sequence (``stop_hook_active``), else
   nothing or a notice.
 
-``payload["session_id"]`` is the workspace session id. Outside a git repository
+``event.session_id`` is the workspace session id. Outside a git repository
 all of them return ``Outcome()`` (the feature turns itself off quietly).
 """
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from manager.errors import WorkspaceError
 from manager.guardrails import budget
@@ -45,7 +45,15 @@ from manager.guardrails.target import Target
 from manager.guardrails.target import for_hook
 from manager.guardrails.target import require_git
 
-Payload = dict[str, Any]
+
+@dataclass(frozen=True)
+class Event:
+    """What the guard rails read of a hook event."""
+
+    session_id: str                 # the workspace session
+    cwd: str | None = None          # where the agent is: the project, when no session says
+    stop_hook_active: bool = False  # Stop: this stop follows one the guard rails refused
+    agent_id: str | None = None     # SubagentStop: which subagent stops
 
 
 @dataclass(frozen=True)
@@ -78,16 +86,19 @@ _AGENTS_KEPT = 16
 # -- hook entry points --------------------------------------------------------------
 
 
-def on_session_start(payload: Payload) -> Outcome:
-    return _guarded(payload, _session_start)
+NO_SESSION = Outcome(notice="workspace guard rails: hook input has no session_id; skipped")
 
 
-def on_prompt(payload: Payload) -> Outcome:
-    return _guarded(payload, _prompt)
+def on_session_start(event: Event) -> Outcome:
+    return _guarded(event, _session_start)
 
 
-def on_stop(payload: Payload, subagent: bool = False) -> Outcome:
-    return _guarded(payload, lambda t, p: _with_egress(t, _stop(t, p, subagent)))
+def on_prompt(event: Event) -> Outcome:
+    return _guarded(event, _prompt)
+
+
+def on_stop(event: Event, subagent: bool = False) -> Outcome:
+    return _guarded(event, lambda t, e: _with_egress(t, _stop(t, e, subagent)))
 
 
 def _with_egress(target: Target, outcome: Outcome) -> Outcome:
@@ -108,23 +119,21 @@ def _joined(first: str | None, second: str) -> str:
     return f"{first}\n{second}" if first else second
 
 
-def _guarded(payload: Payload, action: Callable[[Target, Payload], Outcome]) -> Outcome:
-    session_id = payload.get("session_id") if isinstance(payload, dict) else None
-    if not isinstance(session_id, str) or not session_id:
-        return Outcome(notice="workspace guard rails: hook input has no session_id; skipped")
+def _guarded(event: Event, action: Callable[[Target, Event], Outcome]) -> Outcome:
+    if not event.session_id:
+        return NO_SESSION
     try:
-        cwd = payload.get("cwd")
-        target = for_hook(session_id, cwd if isinstance(cwd, str) else None)
+        target = for_hook(event.session_id, event.cwd)
         if target.shadow is None:
             return QUIET
-        return action(target, payload)
+        return action(target, event)
     except WorkspaceError as exc:
         return Outcome(notice=f"workspace guard rails skipped: {exc}")
     except Exception as exc:  # noqa: BLE001 - a guard rail must never break the session
         return Outcome(notice=f"workspace guard rails failed unexpectedly: {exc!r}")
 
 
-def _session_start(target: Target, payload: Payload) -> Outcome:
+def _session_start(target: Target, event: Event) -> Outcome:
     with guardstate.edit(target.session_id) as state:
         _remember_project(target, state)
         if not state.get("budget", {}).get("baseline"):
@@ -133,7 +142,7 @@ def _session_start(target: Target, payload: Payload) -> Outcome:
     return QUIET
 
 
-def _prompt(target: Target, payload: Payload) -> Outcome:
+def _prompt(target: Target, event: Event) -> Outcome:
     config = target.ctx.config
     if not config["checkpoints.enabled"]:
         return QUIET
@@ -155,7 +164,7 @@ def _prompt(target: Target, payload: Payload) -> Outcome:
     return Outcome(notice=text, context=text)
 
 
-def _stop(target: Target, payload: Payload, subagent: bool) -> Outcome:
+def _stop(target: Target, event: Event, subagent: bool) -> Outcome:
     config = target.ctx.config
     check = config["budget.enabled"] and (config["budget.subagents"] or not subagent)
     auto = config["checkpoints.enabled"] and config["checkpoints.auto"] and not subagent
@@ -169,11 +178,11 @@ def _stop(target: Target, payload: Payload, subagent: bool) -> Outcome:
         if not check:
             return QUIET
         report = _measure(target, state, snap)
-        return _decide(target, _block_counter(state["budget"], payload, subagent), report,
-                       payload.get("stop_hook_active") is True)
+        return _decide(target, _block_counter(state["budget"], event, subagent), report,
+                       event.stop_hook_active)
 
 
-def _block_counter(state: Budget, payload: Payload, subagent: bool) -> Blocks | Budget:
+def _block_counter(state: Budget, event: Event, subagent: bool) -> Blocks | Budget:
     """Where this stop sequence counts its blocks: the main agent's, or one per subagent.
 
     Separate counters, so a subagent's fresh stop sequence (``stop_hook_active``
@@ -181,8 +190,7 @@ def _block_counter(state: Budget, payload: Payload, subagent: bool) -> Blocks | 
     """
     if not subagent:
         return state
-    agent = payload.get("agent_id")
-    key = agent if isinstance(agent, str) and agent else "subagent"
+    key = event.agent_id or "subagent"
     agents = state.setdefault("agent_blocks", {})
     while key not in agents and len(agents) >= _AGENTS_KEPT:
         agents.pop(next(iter(agents)))          # the oldest: its sequence is long over

@@ -32,17 +32,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from manager import longpath
 from manager import versioning
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.errors import StateError
+from manager.fs import longpath
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import Repo
 from manager.git.plumbing import Scan
 from manager.git.plumbing import discover
+from manager.session import paths
 
 STORE_NAME = "workspace-checkpoints.git"
 FORMAT_FILE = "workspace-format.json"   # the store's format (none: format 1)
@@ -332,8 +333,8 @@ def _ignore_rules_changed(shadow: Shadow, paths: list[bytes]) -> bool:
 
 
 def _exclude_files(shadow: Shadow) -> list[Path]:
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return [shadow.repo.common_dir / "info" / "exclude", Path(xdg, "git", "ignore")]
+    return [shadow.repo.common_dir / "info" / "exclude",
+            Path(paths.config_base(), "git", "ignore")]
 
 
 def _drop_newly_ignored(shadow: Shadow, git: Git) -> None:

@@ -24,8 +24,8 @@ from typing import TypedDict
 
 from manager import versioning
 from manager.errors import StateError
-from manager.fsutil import locked
-from manager.fsutil import write_json_atomic
+from manager.fs.util import locked
+from manager.fs.util import write_json_atomic
 from manager.session import paths
 from manager.session import store
 

@@ -18,8 +18,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import is_within
-from manager.git.plumbing import PROGRAM_ENV
-from manager.git.plumbing import host_env
+from manager.git import plumbing
 from manager.record import Record
 
 # Roots whose second level says more than the first (/usr/local, /var/lib...).
@@ -61,10 +60,6 @@ class Groups(Record):
         self.ignored = ignored if ignored is not None else {}   # by topmost ignored dir
         self.git = git if git is not None else []               # changes under .git
         self.elsewhere = elsewhere if elsewhere is not None else {}
-
-    @property
-    def project_files(self) -> int:
-        return sum(e.files for e in self.project)
 
     @property
     def ignored_files(self) -> int:
@@ -163,9 +158,6 @@ def _ignored_tops(project: Path, entries: list[Entry], ignores: IgnoreQuery) -> 
     return result
 
 
-_GIT = ["git", "-c", "core.quotePath=false"]
-
-
 class IgnoreQuery:
     """Which changed paths (and their ancestor directories, absolute, in the project) the
     project's own ignore rules ignore: git's, in a git project.
@@ -182,9 +174,6 @@ class IgnoreQuery:
         self.git_dir = str(project / ".git")
         self.asked: dict[str, bytes] = {}     # absolute path -> what git was asked
         self.ancestors: set[str] = set()
-        # Not the caller's GIT_DIR, GIT_INDEX_FILE...: host_env's own settings only.
-        self._env = {k: v for k, v in host_env().items()
-                     if not k.startswith("GIT_") or k.startswith("GIT_CONFIG_") or k in PROGRAM_ENV}
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: list[bytes] = []
         self._reader: threading.Thread | None = None
@@ -195,9 +184,7 @@ class IgnoreQuery:
         # --no-index: check-ignore consults the index per path otherwise, seconds for
         # thousands; tracked files (never ignored, as in git) are taken out at the end.
         try:
-            self._proc = subprocess.Popen(
-                [*_GIT, "check-ignore", "--no-index", "--stdin", "-z"], cwd=project, env=self._env,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self._proc = plumbing.start_in(project, "check-ignore", "--no-index", "--stdin", "-z")
         except OSError:
             return
         stdout = self._proc.stdout
@@ -248,7 +235,7 @@ class IgnoreQuery:
         if proc.wait() not in (0, 1) or not self._output:
             return set()
         hits = {p.rstrip(b"/") for p in self._output[0].split(b"\0") if p}
-        hits -= _tracked(self.top, self._env, hits) if hits else set()
+        hits -= _tracked(Path(self.top), hits) if hits else set()
         return {p for p, rel in self.asked.items() if rel in hits}
 
     def _stop(self) -> None:
@@ -258,13 +245,12 @@ class IgnoreQuery:
         self._proc = None
 
 
-def _tracked(project: str, env: dict[str, str], among: set[bytes]) -> set[bytes]:
+def _tracked(project: Path, among: set[bytes]) -> set[bytes]:
     """Which of ``among`` (relative paths) the index tracks (with a few, asking only
     about them: a large index lists slowly)."""
     ask = ["--", *sorted(os.fsdecode(p) for p in among)] if len(among) <= 100 else []
     try:
-        proc = subprocess.run([*_GIT, "--literal-pathspecs", "ls-files", "-z", *ask],
-                              capture_output=True, cwd=project, env=env)
+        proc = plumbing.run_in(project, "--literal-pathspecs", "ls-files", "-z", *ask)
     except OSError:
         return set()
     return set(proc.stdout.split(b"\0")) & among

@@ -52,7 +52,7 @@ def count(change: Change) -> Count:
 def count_new_tree(top: str) -> Count:
     """Lines of every text file below the new directory ``top``: all added. A loop (os.walk
     recurses), listing through names of any length: the agent may nest thousands deep."""
-    from manager import longpath
+    from manager.fs import longpath
 
     added, todo = 0, [top]
     while todo:
@@ -73,7 +73,7 @@ def count_new_tree(top: str) -> Count:
 
 def _lines(long: str) -> list[bytes] | None:
     """The file's lines; [] for no file or a directory; None when binary or too large."""
-    from manager import longpath
+    from manager.fs import longpath
 
     try:
         with longpath.reach(long) as path:

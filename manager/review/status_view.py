@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from manager import longpath
 from manager import ui
 from manager.changes import meta
 from manager.changes.display import display_path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
+from manager.fs import longpath
 from manager.git.view import GitView
 from manager.git.view import RefChange
 from manager.git.view import symbolic_target
@@ -221,7 +221,3 @@ def _label(entry: Entry, project: Path) -> str:
     if entry.collapsed:
         text += f" ({ui.count(entry.files, 'file')})"
     return text
-
-
-def as_changes(groups: Groups) -> list[Change]:
-    return [c for e in groups.project for c in e.members]

@@ -53,8 +53,15 @@ def state_root() -> str:
     return os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "workspace")
 
 
+def config_base() -> str:
+    """The user's configuration directory ($XDG_CONFIG_HOME, else ~/.config): git's and
+    podman's files are found under it as well as ours."""
+    return _xdg("XDG_CONFIG_HOME", ".config")
+
+
 def config_root() -> str:
-    return os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "workspace")
+    """**The** configuration directory of workspace."""
+    return os.path.join(config_base(), "workspace")
 
 
 def session_root(session_id: str) -> str:
@@ -104,15 +111,17 @@ def state_home() -> Path:
     return Path(state_root())
 
 
-def config_home() -> Path:
-    from pathlib import Path
-
-    return Path(config_root())
-
-
 def sessions_dir() -> Path:
     return state_home() / "sessions"
 
 
 def projects_dir() -> Path:
     return state_home() / "projects"
+
+
+def is_within(path: str | Path, root: str | Path) -> bool:
+    """``path`` is ``root`` or below it: **the** rule (``/`` holds every absolute path, a
+    trailing slash on ``root`` changes nothing). Strings, not ``Path.parents``: review runs
+    it over every change, and the hook path has no pathlib."""
+    text, top = str(path), str(root).rstrip("/") or "/"
+    return text == top or text.startswith(top if top == "/" else top + "/")

@@ -17,8 +17,8 @@ from pathlib import Path
 from manager import fastjson
 from manager import versioning
 from manager.errors import StateError
-from manager.fsutil import locked
-from manager.fsutil import write_json_atomic
+from manager.fs.util import locked
+from manager.fs.util import write_json_atomic
 from manager.record import Record
 from manager.session import paths
 
@@ -150,7 +150,7 @@ def list_sessions() -> tuple[list[Session], list[StateError]]:
 
 def remove(session: Session) -> None:
     """Delete a session directory; callers make sure nothing holds it."""
-    from manager.fsutil import remove_tree
+    from manager.fs.util import remove_tree
 
     remove_tree(session.dir)   # any depth; read-only directories opened up on the way
     pointer = _pointer_path(session.project_path)

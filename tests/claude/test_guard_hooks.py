@@ -133,3 +133,15 @@ def test_workspace_cli_sees_what_the_hook_recorded(claude: Claude) -> None:
     report = json.loads(out.stdout)
     assert (report["used"], report["limit"]) == (5, 20)
     assert isinstance(claude.project, Path)
+
+
+def test_the_guard_rails_get_a_typed_event_not_the_hook_input():
+    from manager.claude.guard import guard_event
+    from manager.guardrails.actions import Event
+
+    assert guard_event({"session_id": "s-1", "cwd": "/p", "stop_hook_active": True,
+                        "agent_id": "a1", "new_field": [1]}) == Event("s-1", "/p", True, "a1")
+    # Anything not of its type is left out, never passed on.
+    assert guard_event({"session_id": "s-1", "cwd": 3, "stop_hook_active": "yes",
+                        "agent_id": ""}) == Event("s-1", None, False, None)
+    assert guard_event({"session_id": 5}) is None and guard_event({}) is None

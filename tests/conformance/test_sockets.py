@@ -17,11 +17,6 @@ pytestmark = pytest.mark.as_user
 
 
 @pytest.fixture
-def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
-
-
-@pytest.fixture
 def echo_server() -> Iterator[Path]:
     """A server in /tmp (overlaid directly, nothing mounted below it) that answers "pong"."""
     path = Path(f"/tmp/wsconf-{uuid.uuid4().hex[:8]}.sock")

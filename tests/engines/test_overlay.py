@@ -21,8 +21,8 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(autouse=True)
-def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
+def _on_overlay(overlay_engine: str) -> None:
+    """Every test here runs on the built-in overlay engine (the root conftest's fixture)."""
 
 
 def _session(project: Path) -> store.Session:

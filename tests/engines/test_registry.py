@@ -14,6 +14,11 @@ def test_the_behaviour_suite_runs_every_engine_of_the_table():
     assert {engine_cli(name) for name in ENGINES} == set(registry.ENGINES)
 
 
+def test_the_table_holds_every_choice_of_the_setting_in_autos_order():
+    assert (registry.AUTO, *registry.ENGINES) == registry.CHOICES
+    assert tuple(registry.ENGINES) == registry.AUTO_ORDER
+
+
 def test_volume_mode_is_run_for_container_engines_only():
     volume = {engine_cli(name) for name in ENGINES if name.endswith(VOLUME_SUFFIX)}
     assert volume and volume <= CONTAINER_ENGINES == set(registry.CONTAINER_ENGINES)

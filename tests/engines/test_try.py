@@ -354,7 +354,7 @@ def test_a_tree_its_owner_locked_is_removed(tmp_path: Path):
     for sub, mode in (("unreadable/deeper/deepest", 0), ("unreadable/deeper", 0o300),
                       ("unreadable", 0), ("readonly/sub", 0o555), ("readonly", 0o500)):
         (root / sub).chmod(mode)
-    code = "import sys; from pathlib import Path; from manager import fsutil; " \
+    code = "import sys; from pathlib import Path; from manager.fs import util as fsutil; " \
            "fsutil.remove_tree(Path(sys.argv[1]))"
     proc = subprocess.run(_as_owner_only([sys.executable, "-c", code, str(root)]),
                           capture_output=True, text=True)
@@ -364,7 +364,7 @@ def test_a_tree_its_owner_locked_is_removed(tmp_path: Path):
 
 def test_remove_tree_still_reports_what_it_cannot_remove(tmp_path: Path):
     with pytest.raises(FileNotFoundError):
-        from manager import fsutil
+        from manager.fs import util as fsutil
 
         fsutil.remove_tree(tmp_path / "never-made")
 

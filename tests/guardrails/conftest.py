@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from gitrepo import Git
 from gitrepo import init_repo
-
-from manager.session import store
-from manager.session.context import Context
-from tests.engines.conftest import overlay_unavailable
 
 
 @pytest.fixture
@@ -24,8 +18,9 @@ def git_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def repo(project: Path, git_env: None) -> Git:
-    """The ``project`` fixture as a git repository with one commit."""
+def git_repo(project: Path, git_env: None) -> Git:
+    """The ``project`` fixture as a git repository with one commit, as a ``Git`` handle: the
+    guard rails' own tree (its line counts are what the budget tests measure)."""
     git = init_repo(project)
     (project / "src").mkdir()
     (project / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(50)))
@@ -35,16 +30,3 @@ def repo(project: Path, git_env: None) -> Git:
     git("add", "-A")
     git("commit", "-qm", "initial")
     return git
-
-
-@pytest.fixture
-def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The built-in overlay engine (skipped where it cannot run); holders released after."""
-    reason = overlay_unavailable(os.environ.get("PATH", ""))
-    if reason:
-        pytest.skip(f"overlay engine unavailable: {reason}")
-    monkeypatch.setenv("WORKSPACE_ENGINE", "overlay")
-    yield "overlay"
-    sessions, _ = store.list_sessions()
-    for session in sessions:
-        Context.load(session.project).engine(session).release(session)

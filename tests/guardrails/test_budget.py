@@ -11,20 +11,19 @@ from gitrepo import init_repo
 from gitrepo import make_git
 from gitrepo import user_view
 
+from manager.claude.guard import outcome_for
 from manager.guardrails import actions
 
 SID = "claude-1"
 
 
 def start(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_session_start({"session_id": sid, "cwd": str(project),
-                                        "hook_event_name": "SessionStart", "source": "startup"})
+    return actions.on_session_start(actions.Event(sid, str(project)))
 
 
 def stop(project: Path, sid: str = SID, active: bool = False, subagent: bool = False) -> actions.Outcome:
-    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": active,
-                               "hook_event_name": "SubagentStop" if subagent else "Stop"},
-                              subagent=subagent)
+    return actions.on_stop(actions.Event(sid, str(project), stop_hook_active=active),
+                           subagent=subagent)
 
 
 def lines(n: int, tag: str = "x") -> str:
@@ -35,7 +34,7 @@ def budget_json(ws, *args: str) -> actions.Outcome:
     return json.loads(ws("budget", "--session", SID, "--json", *args, check=True).stdout)
 
 
-def test_under_the_limit_allows_and_over_it_blocks_with_figure_and_files(repo: Git, project: Path):
+def test_under_the_limit_allows_and_over_it_blocks_with_figure_and_files(git_repo: Git, project: Path):
     assert start(project) == actions.QUIET
     (project / "small.txt").write_text(lines(10))
     assert stop(project) == actions.QUIET
@@ -47,7 +46,7 @@ def test_under_the_limit_allows_and_over_it_blocks_with_figure_and_files(repo: G
     assert "/workspace:reset" in (out.block or "")
 
 
-def test_stop_hook_active_blocks_at_most_once_per_stop_sequence(repo: Git, project: Path):
+def test_stop_hook_active_blocks_at_most_once_per_stop_sequence(git_repo: Git, project: Path):
     start(project)
     (project / "big.txt").write_text(lines(400))
     assert stop(project).block
@@ -57,7 +56,7 @@ def test_stop_hook_active_blocks_at_most_once_per_stop_sequence(repo: Git, proje
     assert stop(project).block
 
 
-def test_max_blocks_is_configurable(repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
+def test_max_blocks_is_configurable(git_repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("WORKSPACE_BUDGET__MAX_BLOCKS", "2")
     start(project)
     (project / "big.txt").write_text(lines(400))
@@ -66,7 +65,7 @@ def test_max_blocks_is_configurable(repo: Git, project: Path, monkeypatch: pytes
     assert stop(project, active=True).block is None
 
 
-def test_subagents_can_be_excluded(repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
+def test_subagents_can_be_excluded(git_repo: Git, project: Path, monkeypatch: pytest.MonkeyPatch):
     start(project)
     (project / "big.txt").write_text(lines(400))
     assert stop(project, subagent=True).block
@@ -74,7 +73,7 @@ def test_subagents_can_be_excluded(repo: Git, project: Path, monkeypatch: pytest
     assert stop(project, subagent=True) == actions.QUIET
 
 
-def test_reset_rebaselines_and_is_idempotent(repo: Git, project: Path, ws):
+def test_reset_rebaselines_and_is_idempotent(git_repo: Git, project: Path, ws):
     start(project)
     (project / "big.txt").write_text(lines(400))
     assert stop(project).block
@@ -87,8 +86,8 @@ def test_reset_rebaselines_and_is_idempotent(repo: Git, project: Path, ws):
     assert user_view(project) == before
 
 
-def test_baseline_leaves_index_head_branches_and_stash_alone(repo: Git, project: Path, ws):
-    git = repo
+def test_baseline_leaves_index_head_branches_and_stash_alone(git_repo: Git, project: Path, ws):
+    git = git_repo
     git("branch", "feature")
     (project / "src" / "app.py").write_text(lines(5, "stashed"))
     git("stash", "-q")
@@ -111,7 +110,7 @@ def test_baseline_leaves_index_head_branches_and_stash_alone(repo: Git, project:
     assert user_view(project) == before
 
 
-def test_metric_files_and_weights(repo: Git, project: Path, ws, monkeypatch: pytest.MonkeyPatch):
+def test_metric_files_and_weights(git_repo: Git, project: Path, ws, monkeypatch: pytest.MonkeyPatch):
     start(project)
     (project / "src" / "app.py").write_text(lines(10))       # 50 deleted, 10 added
     (project / "a.txt").write_text(lines(5))
@@ -123,8 +122,8 @@ def test_metric_files_and_weights(repo: Git, project: Path, ws, monkeypatch: pyt
     assert report["used"] == 2 and report["metric"] == "files"
 
 
-def test_binary_rename_spaces_unicode(repo: Git, project: Path, ws):
-    git = repo
+def test_binary_rename_spaces_unicode(git_repo: Git, project: Path, ws):
+    git = git_repo
     (project / "blob.bin").write_bytes(bytes(range(256)) * 4)
     (project / "moved.py").write_text(lines(200, "keep"))
     git("add", "-A")
@@ -141,14 +140,14 @@ def test_binary_rename_spaces_unicode(repo: Git, project: Path, ws):
     assert report["used"] == 13
 
 
-def test_submodule_counts_as_one_change(repo: Git, project: Path, tmp_path: Path, ws):
+def test_submodule_counts_as_one_change(git_repo: Git, project: Path, tmp_path: Path, ws):
     inner = tmp_path / "inner"
     igit = init_repo(inner)
     (inner / "f.txt").write_text(lines(100))
     igit("add", "-A")
     igit("commit", "-qm", "one")
-    repo("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
-    repo("commit", "-qm", "add submodule")
+    git_repo("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
+    git_repo("commit", "-qm", "add submodule")
     start(project)
     subgit = make_git(project / "sub")
     subgit("config", "user.name", "T")
@@ -159,8 +158,8 @@ def test_submodule_counts_as_one_change(repo: Git, project: Path, tmp_path: Path
     assert [(f["path"], f["kind"], f["cost"]) for f in report["files"]] == [("sub", "submodule", 1)]
 
 
-def test_baseline_objects_garbage_collected_rebaseline_with_notice(repo: Git, project: Path, ws):
-    git = repo
+def test_baseline_objects_garbage_collected_rebaseline_with_notice(git_repo: Git, project: Path, ws):
+    git = git_repo
     (project / "staged.txt").write_text(lines(30, "only in the index"))
     git("add", "staged.txt")                 # its blob exists only as a loose object of the user's
     start(project)
@@ -172,7 +171,7 @@ def test_baseline_objects_garbage_collected_rebaseline_with_notice(repo: Git, pr
     assert budget_json(ws)["used"] == 0
 
 
-def test_concurrent_sessions_have_their_own_baselines(repo: Git, project: Path, ws):
+def test_concurrent_sessions_have_their_own_baselines(git_repo: Git, project: Path, ws):
     start(project, "one")
     (project / "a.txt").write_text(lines(400))
     start(project, "two")
@@ -187,26 +186,27 @@ def test_non_git_directory_turns_the_feature_off_quietly(project: Path, ws, git_
     (project / "big.txt").write_text(lines(400))
     assert start(project) == actions.QUIET
     assert stop(project) == actions.QUIET
-    assert actions.on_prompt({"session_id": SID, "cwd": str(project), "prompt": "x"}) == actions.QUIET
+    assert actions.on_prompt(actions.Event(SID, str(project))) == actions.QUIET
     assert not (project / ".git").exists()
     out = ws("budget", "--session", SID, check=False)
     assert out.returncode in (0, 1)
 
 
-def test_hooks_tolerate_malformed_and_unknown_input(repo: Git, project: Path):
-    assert actions.on_stop({}).notice
-    assert actions.on_stop({"session_id": 5}).notice
-    assert actions.on_stop({"session_id": "../../etc"}).notice
-    assert actions.on_stop([]).notice  # type: ignore[arg-type]
+def test_hooks_tolerate_malformed_and_unknown_input(git_repo: Git, project: Path):
+    # The plugin reads the hook's JSON into the guard rails' typed event.
+    assert outcome_for("on_stop", {}).notice
+    assert outcome_for("on_stop", {"session_id": 5}).notice
+    assert outcome_for("on_stop", {"session_id": "../../etc"}).notice
+    assert outcome_for("on_stop", []).notice  # type: ignore[arg-type]
     start(project)
-    assert actions.on_stop({"session_id": SID, "cwd": str(project), "new_field": [1]}) == actions.QUIET
+    assert outcome_for("on_stop", {"session_id": SID, "cwd": str(project),
+                                   "new_field": [1]}) == actions.QUIET
 
 
-def test_recorded_payloads(repo: Git, project: Path):
+def test_recorded_payloads(git_repo: Git, project: Path):
     samples = Path(__file__).resolve().parents[1] / "claude" / "samples"   # recorded from the client
-    for name, call in (("SessionStart", actions.on_session_start),
-                       ("UserPromptSubmit", actions.on_prompt), ("Stop", actions.on_stop),
-                       ("Stop_stop_hook_active_true", actions.on_stop)):
+    for name, call in (("SessionStart", "on_session_start"), ("UserPromptSubmit", "on_prompt"),
+                       ("Stop", "on_stop"), ("Stop_stop_hook_active_true", "on_stop")):
         payload = json.loads((samples / f"{name}.json").read_text())
         payload.update(cwd=str(project), session_id=SID)
-        assert call(payload) == actions.QUIET, name
+        assert outcome_for(call, payload) == actions.QUIET, name

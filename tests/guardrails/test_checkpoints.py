@@ -56,19 +56,18 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes]]:
 
 
 def prompt(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_prompt({"session_id": sid, "cwd": str(project), "prompt": "go",
-                                 "hook_event_name": "UserPromptSubmit"})
+    return actions.on_prompt(actions.Event(sid, str(project)))
 
 
 def stop(project: Path, sid: str = SID) -> actions.Outcome:
-    return actions.on_stop({"session_id": sid, "cwd": str(project), "stop_hook_active": False})
+    return actions.on_stop(actions.Event(sid, str(project), stop_hook_active=False))
 
 
 def start(project: Path, sid: str = SID) -> None:
-    actions.on_session_start({"session_id": sid, "cwd": str(project), "source": "startup"})
+    actions.on_session_start(actions.Event(sid, str(project)))
 
 
-def test_stop_checkpoints_only_when_something_changed(repo: Git, project: Path, ws):
+def test_stop_checkpoints_only_when_something_changed(git_repo: Git, project: Path, ws):
     start(project)
     stop(project)
     assert listing(ws) == []
@@ -79,12 +78,12 @@ def test_stop_checkpoints_only_when_something_changed(repo: Git, project: Path, 
     assert [(i["id"], i["files"], i["lines"], i["auto"]) for i in items] == [(1, 1, 1, True)]
 
 
-def test_checkpoints_are_invisible_to_the_user_and_touch_nothing(repo: Git, project: Path, ws):
-    repo("branch", "side")
+def test_checkpoints_are_invisible_to_the_user_and_touch_nothing(git_repo: Git, project: Path, ws):
+    git_repo("branch", "side")
     (project / "src" / "app.py").write_text("stash me\n")
-    repo("stash", "-q")
+    git_repo("stash", "-q")
     (project / "staged.txt").write_text("staged\n")
-    repo("add", "staged.txt")
+    git_repo("add", "staged.txt")
     (project / "tool.sh").write_text("#!/bin/sh\necho unstaged\n")
     start(project)
     before = user_view(project)
@@ -93,27 +92,27 @@ def test_checkpoints_are_invisible_to_the_user_and_touch_nothing(repo: Git, proj
     prompt(project)
     assert len(listing(ws)) == 1
     assert user_view(project) == before
-    assert "workspace" not in repo("for-each-ref") + repo("log", "--all", "--format=%s")
+    assert "workspace" not in git_repo("for-each-ref") + git_repo("log", "--all", "--format=%s")
     assert (project / ".git" / STORE_NAME).is_dir()
     assert not list((project / ".git" / "refs").rglob("*ws*"))
 
 
-def test_checkpoint_survives_the_users_gc_prune_now(repo: Git, project: Path, ws):
+def test_checkpoint_survives_the_users_gc_prune_now(git_repo: Git, project: Path, ws):
     (project / "staged.txt").write_text("content that only the user's index holds\n")
-    repo("add", "staged.txt")
+    git_repo("add", "staged.txt")
     start(project)
     first = ckpt(ws, "with staged file")
-    repo("rm", "-q", "--cached", "staged.txt")
+    git_repo("rm", "-q", "--cached", "staged.txt")
     (project / "staged.txt").unlink()
-    repo("reflog", "expire", "--expire=now", "--all")
-    repo("gc", "-q", "--prune=now")
-    assert repo("cat-file", "-e", f"{first['tree']}:staged.txt", check=False) == ""
+    git_repo("reflog", "expire", "--expire=now", "--all")
+    git_repo("gc", "-q", "--prune=now")
+    assert git_repo("cat-file", "-e", f"{first['tree']}:staged.txt", check=False) == ""
     assert "staged.txt" in shadow_names(project, first["tree"])
     ws("rewind", "--session", SID, "1", check=True)
     assert (project / "staged.txt").read_text() == "content that only the user's index holds\n"
 
 
-def test_rewind_round_trips_deletions_and_exec_bits(repo: Git, project: Path, ws):
+def test_rewind_round_trips_deletions_and_exec_bits(git_repo: Git, project: Path, ws):
     start(project)
     original = tree_state(project)
     index_before = (project / ".git" / "index").read_bytes()
@@ -136,7 +135,7 @@ def test_rewind_round_trips_deletions_and_exec_bits(repo: Git, project: Path, ws
     assert (project / ".git" / "index").read_bytes() == index_before
 
 
-def test_no_ghost_files_after_dismiss_and_restart(repo: Git, project: Path, ws):
+def test_no_ghost_files_after_dismiss_and_restart(git_repo: Git, project: Path, ws):
     start(project)
     (project / "ghost.txt").write_text("boo\n")
     stop(project)
@@ -148,7 +147,7 @@ def test_no_ghost_files_after_dismiss_and_restart(repo: Git, project: Path, ws):
         ".gitignore", "README.txt", "real.txt", "src", "tool.sh"]
 
 
-def test_overlap_detection_continue_or_fresh(repo: Git, project: Path, ws):
+def test_overlap_detection_continue_or_fresh(git_repo: Git, project: Path, ws):
     start(project)
     (project / "a.txt").write_text("1\n")
     stop(project)
@@ -169,16 +168,16 @@ def test_overlap_detection_continue_or_fresh(repo: Git, project: Path, ws):
     stop(project)
     assert listing(ws)[-1]["stream"] != third
     fourth = listing(ws)[-1]
-    repo("add", "-A")
-    repo("commit", "-qm", "user commits")
+    git_repo("add", "-A")
+    git_repo("commit", "-qm", "user commits")
     (project / "b.txt").write_text("after commit\n")
     prompt(project)                            # HEAD moved: fresh, parented on the new HEAD
     stop(project)
     last = listing(ws)[-1]
-    assert last["stream"] != fourth["stream"] and last["base"] == repo("rev-parse", "HEAD").strip()
+    assert last["stream"] != fourth["stream"] and last["base"] == git_repo("rev-parse", "HEAD").strip()
 
 
-def test_warning_about_other_sessions_is_opt_in(repo: Git, project: Path, ws,
+def test_warning_about_other_sessions_is_opt_in(git_repo: Git, project: Path, ws,
                                                 monkeypatch: pytest.MonkeyPatch):
     start(project, "other")
     (project / "a.txt").write_text("theirs\n")
@@ -190,7 +189,7 @@ def test_warning_about_other_sessions_is_opt_in(repo: Git, project: Path, ws,
     assert "other" in (out.notice or "") and out.context == out.notice
 
 
-def test_prune_and_size_cap(repo: Git, project: Path, ws, monkeypatch: pytest.MonkeyPatch):
+def test_prune_and_size_cap(git_repo: Git, project: Path, ws, monkeypatch: pytest.MonkeyPatch):
     start(project, "old")
     (project / "big.bin").write_bytes(os.urandom(300_000))
     stop(project, "old")
@@ -206,7 +205,7 @@ def test_prune_and_size_cap(repo: Git, project: Path, ws, monkeypatch: pytest.Mo
     assert listing(ws) == []
 
 
-def test_cli_listing_and_nothing_to_checkpoint(repo: Git, project: Path, ws):
+def test_cli_listing_and_nothing_to_checkpoint(git_repo: Git, project: Path, ws):
     start(project)
     out = ws("checkpoint", "--session", SID, check=True).stdout
     assert "checkpoint 1" in out                 # a manual checkpoint of a clean tree is allowed
@@ -224,7 +223,7 @@ def view(ws, script: str) -> str:
     return ws("run", "--session", SID, "--", "sh", "-c", script, check=True).stdout
 
 
-def test_overlay_changes_count_and_checkpoint(repo: Git, project: Path, ws, overlay_engine: str):
+def test_overlay_changes_count_and_checkpoint(git_repo: Git, project: Path, ws, overlay_engine: str):
     start(project)
     before = user_view(project)
     view(ws, "seq 1 400 > sandboxed.txt; rm tool.sh; echo x >> src/app.py")
@@ -238,7 +237,7 @@ def test_overlay_changes_count_and_checkpoint(repo: Git, project: Path, ws, over
     assert user_view(project) == before
 
 
-def test_overlay_rewind_restores_worktree_and_view_exactly(repo: Git, project: Path, ws,
+def test_overlay_rewind_restores_worktree_and_view_exactly(git_repo: Git, project: Path, ws,
                                                            overlay_engine: str):
     start(project)
     view(ws, "echo one > sb.txt; chmod +x sb.txt; rm src/app.py")
@@ -263,7 +262,7 @@ def test_overlay_rewind_restores_worktree_and_view_exactly(repo: Git, project: P
         seen_second
 
 
-def test_no_ghosts_after_the_sandbox_is_dismissed_and_restarted(repo: Git, project: Path, ws,
+def test_no_ghosts_after_the_sandbox_is_dismissed_and_restarted(git_repo: Git, project: Path, ws,
                                                                 overlay_engine: str):
     start(project)
     view(ws, "echo ghost > ghost.txt")
@@ -298,7 +297,7 @@ def test_repository_without_commits(project: Path, ws, git_env: None):
     assert json.loads(ws("budget", "--session", SID, "--json", check=True).stdout)["used"] == 1
 
 
-def test_overlay_view_is_memoised_only_while_nothing_changed(repo: Git, project: Path, ws,
+def test_overlay_view_is_memoised_only_while_nothing_changed(git_repo: Git, project: Path, ws,
                                                              overlay_engine: str,
                                                              monkeypatch: pytest.MonkeyPatch):
     from manager.guardrails import shadow as shadow_mod

@@ -67,7 +67,7 @@ STEPS: list[tuple[str, Callable[[Path], object]]] = [
 ]
 
 
-def test_each_snapshot_matches_a_full_add_all(repo: Git, project: Path, tmp_path: Path):
+def test_each_snapshot_matches_a_full_add_all(git_repo: Git, project: Path, tmp_path: Path):
     shadow = open_shadow(project)
     assert shadow is not None
     before = user_view(project)
@@ -77,13 +77,13 @@ def test_each_snapshot_matches_a_full_add_all(repo: Git, project: Path, tmp_path
         user = user_view(project)
         snap = take(shadow)
         assert snap.worktree == reference_tree(project, tmp_path), name
-        assert snap.head == repo("rev-parse", "HEAD").strip()
+        assert snap.head == git_repo("rev-parse", "HEAD").strip()
         assert take(shadow).worktree == snap.worktree, f"{name}, again"
         assert user_view(project) == user, name
     assert before["refs"] == user_view(project)["refs"]
 
 
-def test_no_stray_files_in_the_store(repo: Git, project: Path):
+def test_no_stray_files_in_the_store(git_repo: Git, project: Path):
     shadow = open_shadow(project)
     assert shadow is not None
     for i in range(4):
@@ -93,7 +93,7 @@ def test_no_stray_files_in_the_store(repo: Git, project: Path):
         [shadow.index_cache.name, shadow.tree_note.name])
 
 
-def test_the_note_holds_for_its_own_index_file_only(repo: Git, project: Path):
+def test_the_note_holds_for_its_own_index_file_only(git_repo: Git, project: Path):
     shadow = open_shadow(project)
     assert shadow is not None
     first = take(shadow)
@@ -109,7 +109,7 @@ def test_the_note_holds_for_its_own_index_file_only(repo: Git, project: Path):
     assert take(shadow).worktree == changed.worktree
 
 
-def test_a_long_list_of_changes_falls_back_to_a_full_add(repo: Git, project: Path, tmp_path: Path,
+def test_a_long_list_of_changes_falls_back_to_a_full_add(git_repo: Git, project: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gitplumbing, "MAX_PATHSPECS", 3)
     shadow = open_shadow(project)
@@ -144,7 +144,7 @@ def test_parse_status_records():
     assert parse_status(b"# branch.oid " + b"f" * 40 + b"\0").head == "f" * 40
 
 
-def test_store_gc_clears_old_scratch_files_only(repo: Git, project: Path):
+def test_store_gc_clears_old_scratch_files_only(git_repo: Git, project: Path):
     from manager.guardrails.checkpoints import _clean_tmp
 
     shadow = open_shadow(project)
@@ -161,7 +161,7 @@ def test_store_gc_clears_old_scratch_files_only(repo: Git, project: Path):
 
 @pytest.mark.parametrize("where", ["nested .gitignore", "info/exclude", "global excludes"])
 def test_files_added_before_a_rule_ignores_them_leave_the_snapshot(
-        repo: Git, project: Path, tmp_path: Path, where: str):
+        git_repo: Git, project: Path, tmp_path: Path, where: str):
     shadow = open_shadow(project)
     assert shadow is not None
     (project / "src" / "out").mkdir()
@@ -183,7 +183,7 @@ def test_files_added_before_a_rule_ignores_them_leave_the_snapshot(
     assert "src/out/gen.o" not in shadow.work().out("ls-tree", "-r", "--name-only", snap.worktree)
 
 
-def test_what_the_user_tracks_stays_even_when_ignored(repo: Git, project: Path):
+def test_what_the_user_tracks_stays_even_when_ignored(git_repo: Git, project: Path):
     shadow = open_shadow(project)
     assert shadow is not None
     (project / "notes.txt").write_text("mine, untracked\n")
@@ -195,7 +195,7 @@ def test_what_the_user_tracks_stays_even_when_ignored(repo: Git, project: Path):
     assert "notes.txt" not in names                           # only ever ours
 
 
-def test_a_damaged_cache_is_replaced_by_the_users_index(repo: Git, project: Path, tmp_path: Path):
+def test_a_damaged_cache_is_replaced_by_the_users_index(git_repo: Git, project: Path, tmp_path: Path):
     shadow = open_shadow(project)
     assert shadow is not None
     take(shadow)
@@ -207,7 +207,7 @@ def test_a_damaged_cache_is_replaced_by_the_users_index(repo: Git, project: Path
     assert take(shadow).worktree == reference_tree(project, tmp_path)
 
 
-def test_concurrent_snapshots_share_the_cache_safely(repo: Git, project: Path, tmp_path: Path):
+def test_concurrent_snapshots_share_the_cache_safely(git_repo: Git, project: Path, tmp_path: Path):
     (project / "new.txt").write_text("n\n")
     (project / "src" / "app.py").write_text("changed\n")
     code = ("import sys; from pathlib import Path; from manager.guardrails.shadow import open_shadow, take\n"

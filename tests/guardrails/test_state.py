@@ -48,17 +48,17 @@ def test_state_written_before_the_session_exists_is_found_after(project):
     assert guardstate.latest_for(project) == "early-1"
 
 
-def test_the_typed_schema_matches_what_the_guard_rails_write(repo, project):
+def test_the_typed_schema_matches_what_the_guard_rails_write(git_repo, project):
     import json
     import typing
 
     from manager.guardrails import actions
 
-    payload = {"session_id": "schema-1", "cwd": str(project)}
-    actions.on_session_start(dict(payload, source="startup"))
+    event = actions.Event("schema-1", str(project))
+    actions.on_session_start(event)
     (project / "new.txt").write_text("x\n" * 500)
-    assert actions.on_stop(dict(payload, stop_hook_active=False)).block
-    assert actions.on_stop(dict(payload, stop_hook_active=False, agent_id="a1"), subagent=True)
+    assert actions.on_stop(event).block
+    assert actions.on_stop(actions.Event("schema-1", str(project), agent_id="a1"), subagent=True)
     from manager import versioning
 
     written = json.loads(guardstate.side_file("schema-1").read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Runner
-from tests.review.conftest import git
+from tests.conftest import git
 
 MANY = 3000
 MAKE_VENV = (f"mkdir -p .venv/lib && i=0; while [ $i -lt {MANY} ]; do "

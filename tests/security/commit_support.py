@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.engines.conftest import _use
 from tests.engines.conftest import using_engine
 
 COMMIT_ENGINES = ["overlay", "podman", "docker", "docker-volume"]
@@ -24,12 +23,6 @@ COMMIT_ENGINES = ["overlay", "podman", "docker", "docker-volume"]
 def commit_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                   ) -> Iterator[str]:
     yield from using_engine(request, monkeypatch)
-
-
-@pytest.fixture
-def overlay_engine(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The engine that overlays the whole system ($HOME, workspace's own state dir)."""
-    return _use("overlay", monkeypatch)
 
 
 def changes(ws: Callable[..., Any]) -> dict[str, dict[str, Any]]:

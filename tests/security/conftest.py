@@ -3,7 +3,6 @@ markers on the real disk that a command escaping the sandbox would create."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,6 @@ from tests.claude.conftest import Claude
 @pytest.fixture
 def claude(project: Path, tmp_path: Path) -> Claude:
     return Claude(project, tmp_path)
-
-
-@pytest.fixture
-def repo(project: Path) -> Path:
-    """The project as a git repository with one commit."""
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@e", *args], cwd=project,
-                       check=True, capture_output=True)
-
-    git("init", "-q", "-b", "main")
-    (project / "a.txt").write_text("a\n")
-    git("add", "-A")
-    git("commit", "-qm", "initial")
-    return project
 
 
 def upper(session: str = "sess-1") -> Path:

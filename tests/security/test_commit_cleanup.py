@@ -35,7 +35,7 @@ commit_engine = commit_support.commit_engine
 KILLER = """
 import os, signal, sys
 from pathlib import Path
-from manager import longpath
+from manager.fs import longpath
 from manager.commit import apply, safefs, steps
 after = int(sys.argv[1])
 calls = []

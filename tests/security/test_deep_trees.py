@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from manager import longpath
+from manager.fs import longpath
 from tests.claude.conftest import Claude
-from tests.security import commit_support
 
 pytestmark = pytest.mark.engine
-overlay_engine = commit_support.overlay_engine
 
 DEPTH = 3000
 # mkdir and chdir one level at a time, as a hostile command would: no call takes the

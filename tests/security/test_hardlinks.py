@@ -22,7 +22,6 @@ from tests.security.commit_support import changes
 
 pytestmark = pytest.mark.engine
 commit_engine = commit_support.commit_engine
-overlay_engine = commit_support.overlay_engine
 
 EVIL = "echo MALICIOUS > "
 

@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.claude.conftest import Claude
-from tests.security import commit_support
 from tests.security.commit_support import changes
 
 pytestmark = pytest.mark.engine
-overlay_engine = commit_support.overlay_engine
 
 # What a terminal would act on: ESC, CR, other C0 controls (not tab or newline), DEL, C1
 # controls, line and paragraph separators, bidirectional controls.

@@ -61,8 +61,8 @@ def test_the_hook_stamps_the_files_and_variables_config_load_reads(tmp_path, mon
     read = paths.config_files(str(project))
     assert stamped_files[:len(read)] == read      # then the trust record (sec-hook)
     stamped_vars = {m[0] for m in marks if not m[0].startswith("/")}
-    assert stamped_vars == {paths.env_name(key) for key in hotconfig.KEYS}
-    for key in hotconfig.KEYS:
+    assert stamped_vars == {paths.env_name(key) for key in hotconfig.STAMPED}
+    for key in hotconfig.STAMPED:
         assert key in config.SCHEMA
         monkeypatch.setenv(paths.env_name(key), "1" if config.SCHEMA[key].type is bool else "x")
         assert config.load(project).sources[key] == f"${paths.env_name(key)}"
@@ -73,3 +73,13 @@ def test_the_test_guard_holds_for_the_hook_side_too(monkeypatch):
     assert os.environ.get(paths.FORBID_DEFAULT)
     with pytest.raises(StateError):
         paths.state_root()
+
+
+@pytest.mark.parametrize(("path", "root", "inside"), [
+    ("/a", "/a", True), ("/a/b", "/a", True), ("/a/b", "/a/", True), ("/a", "/a/", True),
+    ("/ab", "/a", False), ("/", "/a", False), ("/a", "/", True), ("/", "/", True),
+    ("/a/b", "//", True), ("relative", "/", False),
+])
+def test_is_within_is_one_rule_for_every_root(path: str, root: str, inside: bool):
+    assert paths.is_within(path, root) is inside
+    assert paths.is_within(Path(path), Path(root)) is inside

@@ -61,8 +61,9 @@ from manager.engines.container.cli import Labelled
 from manager.engines.container.cli import Started
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
-from manager.fsutil import locked
+from manager.fs.util import locked
 from manager.session import paths
+from manager.session.paths import is_within as _inside
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
@@ -416,10 +417,6 @@ class PodmanEngine(ContainerEngine):
 def rootless_podman() -> bool:
     """podman run by an ordinary user talks to no service: it is rootless."""
     return os.geteuid() != 0 and not os.environ.get("CONTAINER_HOST")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def container_pid(sandbox: Path) -> int | None:

@@ -40,6 +40,7 @@ from dataclasses import field
 from pathlib import Path
 
 from manager.engines.container.upper import UNSAFE_PATH_CHARS
+from manager.fs.util import write_json_atomic
 
 SKELETON = "skeleton"       # skeleton/<absolute path>: the levels' lower dirs
 RECORD = "levels.json"      # {"levels": [...], "times": [ns, ...]}: every level, every snapshot
@@ -175,7 +176,7 @@ def _make_removable(root: Path) -> None:
 def _record(sandbox: Path, levels: list[str], stamp: int) -> None:
     old = recorded(sandbox)
     data = {"levels": list(dict.fromkeys([*old[0], *levels])), "times": [*old[1], stamp]}
-    (sandbox / RECORD).write_text(json.dumps(data) + "\n")
+    write_json_atomic(sandbox / RECORD, data, indent=None, sort_keys=False)
 
 
 def recorded(sandbox: Path) -> tuple[list[str], list[int]]:

@@ -35,7 +35,7 @@ from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
 from manager.engines.container.cli import Labelled
 from manager.errors import EngineUnavailable
-from manager.fsutil import write_json_atomic
+from manager.fs.util import write_json_atomic
 
 if TYPE_CHECKING:
     from manager.session.store import Session

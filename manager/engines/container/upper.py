@@ -27,7 +27,7 @@ from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
 from manager.errors import EngineUnavailable
-from manager.fsutil import write_json_atomic
+from manager.fs.util import write_json_atomic
 from manager.session.store import Session
 
 CALLS_MOUNT = "/run/ws-calls"

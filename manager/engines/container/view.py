@@ -40,6 +40,8 @@ from manager.engines.container.levels import skeleton_dir
 from manager.engines.container.upper import UNSAFE_PATH_CHARS
 from manager.engines.overlay.holder import mountinfo
 from manager.errors import EngineUnavailable
+from manager.fs.util import write_json_atomic
+from manager.session.paths import is_within as _within
 from manager.session.store import Session
 
 UPPERS = "upperdir"          # upperdir/<absolute path>: the uppers of $HOME and /tmp
@@ -227,10 +229,6 @@ def mounts_below(path: str, points: set[str]) -> bool:
     return any(p.startswith(prefix) for p in points)
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def overlaid(session: Session, targets: list[str],
              plans: dict[str, Plan] | None = None) -> list[Overlaid]:
     """The overlays of ``targets`` (each of a planned one's mounts: levels first), their
@@ -243,7 +241,7 @@ def overlaid(session: Session, targets: list[str],
     for target in targets:
         if target not in recorded:
             recorded.append(target)
-    (session.sandbox / RECORD).write_text(json.dumps(recorded) + "\n")
+    write_json_atomic(session.sandbox / RECORD, recorded, indent=None, sort_keys=False)
     result = []
     for target in targets:
         index = recorded.index(target)

@@ -35,8 +35,8 @@ from manager.engines.overlay.holder.names import SKELETON
 from manager.engines.overlay.holder.names import UPPER
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
-from manager.fsutil import locked
-from manager.fsutil import write_atomic
+from manager.fs.util import locked
+from manager.fs.util import write_atomic
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
@@ -350,7 +350,7 @@ def resolve_inside(pid: int, cwd: str) -> str | None:
 
 def remove_tree(path: Path) -> None:
     """``rm -rf``, also of what overlayfs leaves unreadable (its work dirs are mode 0000)."""
-    from manager.fsutil import remove_tree as remove
+    from manager.fs.util import remove_tree as remove
 
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)

@@ -27,7 +27,7 @@ from manager.engines.try_.layout import scaffold
 from manager.engines.try_.probe import TryInfo
 from manager.errors import EngineUnavailable
 from manager.errors import WorkspaceError
-from manager.fsutil import remove_tree
+from manager.fs.util import remove_tree
 from manager.session.store import Session
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from manager.engines.base import Check
 from manager.engines.overlay import probe as overlay_probe
 from manager.engines.try_ import layout as try_layout
-from manager.fsutil import remove_tree
-from manager.fsutil import write_atomic
+from manager.fs.util import remove_tree
+from manager.fs.util import write_json_atomic
 
 INSTALL_HINT = ("install binpash/try (https://github.com/binpash/try): put its `try` script "
                 "on PATH, or set try.path (`workspace config`)")
@@ -104,7 +104,7 @@ def cached(path: Path, cache: Path) -> TryInfo:
     info = inspect(path)
     # Asked for before the sandbox is prepared too (a new plugin session builds its entry first).
     cache.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(cache, json.dumps(asdict(info)).encode())
+    write_json_atomic(cache, asdict(info), indent=None, sort_keys=False)
     return info
 
 

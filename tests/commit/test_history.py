@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Runner
-from tests.review.conftest import git
+from tests.conftest import git
+
+pytestmark = pytest.mark.usefixtures("overlay_engine")   # the real CLI on the overlay engine
 
 
 def agrees(repo: Path) -> None:

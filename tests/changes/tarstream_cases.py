@@ -87,5 +87,5 @@ def run_all(tmp: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     print(f"ok {run_all(Path(sys.argv[1]))}")

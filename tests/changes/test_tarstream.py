@@ -15,9 +15,9 @@ import pytest
 from manager.changes import tarstream
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
-from tests.tarstream_cases import HOSTILE
-from tests.tarstream_cases import info
-from tests.tarstream_cases import stream
+from tests.changes.tarstream_cases import HOSTILE
+from tests.changes.tarstream_cases import info
+from tests.changes.tarstream_cases import stream
 
 CASES = Path(__file__).with_name("tarstream_cases.py")
 

@@ -17,6 +17,8 @@ from tests.overlay_model import Tree
 from tests.overlay_model import next_stamp
 from tests.overlay_model import write
 
+pytestmark = pytest.mark.as_user   # (it ran as the user in tests/review too)
+
 
 @pytest.fixture
 def trusted_now(monkeypatch: pytest.MonkeyPatch) -> None:

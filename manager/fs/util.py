@@ -30,10 +30,15 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
+def write_json_atomic(path: Path, value: Any, *, indent: int | None = 2, sort_keys: bool = True,
+                      mode: int = 0o644) -> None:
+    """**The** writer of a JSON record: whole or not at all (:func:`write_atomic`).
+    ``indent=None``: one compact line (records written on every call)."""
     import json
 
-    write_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
+    separators = (",", ":") if indent is None else None
+    text = json.dumps(value, indent=indent, sort_keys=sort_keys, separators=separators)
+    write_atomic(path, (text + "\n").encode(), mode)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -84,7 +89,7 @@ def remove_tree(root: Path) -> None:
     (``/root`` is 0700, ``/proc`` 0555): as their owner we may change them, not read
     or write them as they are. Anything else that fails still raises.
     """
-    from manager import longpath
+    from manager.fs import longpath
 
     if os.path.islink(root) or not os.path.isdir(root):
         os.unlink(root)

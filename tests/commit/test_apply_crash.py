@@ -22,7 +22,7 @@ from tests.overlay_model import view
 from tests.overlay_model import whiteout
 from tests.overlay_model import write
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import sys
 from pathlib import Path

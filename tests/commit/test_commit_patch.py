@@ -5,9 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Runner
-from tests.review.conftest import git
+from tests.conftest import git
 from tests.review.pty_driver import converse
+
+pytestmark = pytest.mark.usefixtures("overlay_engine")   # the real CLI on the overlay engine
 
 LINES = [f"line {i}\n" for i in range(1, 31)]
 

@@ -1,0 +1,103 @@
+"""One commit of a session: read the changes once, plan once, apply, then the history.
+
+The command parses and prints; everything between is here. When the commit covers
+``.git``, the agent's git history is applied through git (:mod:`manager.commit.history`):
+git's internals and the security-relevant files not named on the command line are
+excluded from the plan; the plan's conflicts decide whether HEAD's branch goes to a side
+branch; the work-tree files that then stay on that branch are withheld from the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from manager.changes.model import Change
+from manager.changes.model import Layer
+from manager.changes.model import is_within
+from manager.changes.model import read_changes
+from manager.changes.model import select
+from manager.commit import apply
+from manager.commit import history as history_mod
+from manager.commit.exclude import compile_patterns
+from manager.commit.plan import make_plan
+from manager.commit.plan import withhold
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a session commit needs of the session (commit/ sits below session/)."""
+    session_dir: Path
+    project: Path
+    session_id: str
+    created: float
+
+
+@dataclass
+class SessionCommit:
+    result: apply.CommitResult
+    history: history_mod.History | None = None
+    applied: history_mod.HistoryResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok and not (self.applied and self.applied.problems)
+
+    def as_json(self) -> dict[str, object]:
+        return {**self.result.as_json(), "git": self.applied.as_json() if self.applied else None}
+
+
+def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path], *,
+                   exclude: Sequence[str] = (), force: bool = False, allow_special: bool = False,
+                   progress: apply.Progress | None = None) -> SessionCommit:
+    """Apply the session's changes at or below ``paths`` (all when empty)."""
+    project = target.project
+    done = SessionCommit(apply.CommitResult())
+    apply.resume(target.session_dir, project, done.result)
+    changes = read_changes(list(layers), project)
+    history = _history(target, changes, paths)
+    dropped: list[Path] = []
+    if history is not None:
+        dropped = history_mod.internals(history.repo.git_dir, history.changes, history.flagged)
+        held = [f for f in history.flagged if not _named(f, paths, project)]
+        exclude = [*exclude, *map(str, dropped), *map(str, held)]
+    plan = make_plan(layers, changes, select(changes, list(paths)),
+                     excluded=compile_patterns(exclude, project), force=force,
+                     allow_special=allow_special)
+    if history is not None:
+        history_mod.divert_head_on_conflict(history, [i.path for i in plan.conflicts])
+        history.kept = history_mod.committed_paths(history, _worktree(changes, paths, project))
+        plan = withhold(plan, history.kept, changes)
+    apply.carry_out(target.session_dir, layers, changes, plan, done.result, force=force,
+                    progress=progress)
+    if history is not None:
+        done.history, done.applied = history, history_mod.apply(history)
+        dropped = [*dropped, *history.kept]
+        if not done.applied.problems and dropped:   # never empty: that would discard everything
+            apply.discard(target.session_dir, layers, project, dropped)
+    return done
+
+
+def _history(target: Target, changes: list[Change],
+             paths: Sequence[Path]) -> history_mod.History | None:
+    """The agent's git history to apply through git, when the commit covers ``.git``."""
+    git_dir = target.project / ".git"
+    if paths and not any(p == git_dir or git_dir in p.parents or p in git_dir.parents
+                         for p in paths):
+        return None
+    under_git = [c for c in changes if is_within(c.real_path, git_dir)]
+    return history_mod.prepare(target.project, under_git, target.session_id,
+                               since=target.created)
+
+
+def _worktree(changes: list[Change], paths: Sequence[Path], project: Path) -> list[Change]:
+    git_dir = project / ".git"
+    return [c for c in select(changes, list(paths))
+            if c.in_project and not is_within(c.real_path, git_dir)]
+
+
+def _named(path: Path, paths: Sequence[Path], project: Path) -> bool:
+    """Named on the command line by itself (or a path below .git), not by the project."""
+    git_dir = project / ".git"
+    return any(p == path or (p in path.parents and p not in (project, git_dir)) for p in paths)
