@@ -1,4 +1,4 @@
-"""Time ``commit`` against ``cp -a`` (and ``try commit`` when on PATH), in one invocation.
+"""Time ``commit`` against ``cp -a`` and binpash/try's commit, in one invocation.
 
 Two sandboxes in binpash/try's layout (``upperdir/<absolute target path>/...``,
 ancestors copied up with their real modes) over an empty real target:
@@ -9,17 +9,23 @@ ancestors copied up with their real modes) over an empty real target:
 "commit" is the file commit alone; "session commit" is what ``workspace commit``
 runs (:func:`manager.commit.session.commit_session`: the history check too).
 
-Each tool runs 3 times per sandbox on a freshly built copy; the build and a
+try's figures, when it is installed: ``try-commit``, its C helper, run on the same
+sandbox directory (what ``try commit`` does after its summary), and ``try commit``
+itself (the script: it mounts the sandbox and runs ``:`` first, then summarises and
+commits). Each tool runs 3 times per sandbox on a freshly built copy; the build and a
 ``sync`` are not timed, so every tool starts with the upper data on disk (as an
-agent's writes long since are). Prints medians and ratios.
+agent's writes long since are). Prints medians and ratios, of wall time and of CPU
+time (user + system, this process's and its children's: on a shared, loaded machine
+the CPU figure is the steadier one; neither counts the interpreter's start).
 
-    python bench/commit_bench.py [--dir DIR] [--runs 3]
+    python bench/commit_bench.py [--dir DIR] [--runs 3] [--only small|large]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -100,21 +106,34 @@ def run_try(work: Path, sandbox: Path, target: Path) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def run_try_commit(work: Path, sandbox: Path, target: Path) -> None:
+    subprocess.run(["try-commit", str(sandbox)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def one_run(base: Path, fill: Callable[[Path], None],
-            tool: Callable[[Path, Path, Path], None]) -> float:
+            tool: Callable[[Path, Path, Path], None]) -> tuple[float, float]:
     work = Path(tempfile.mkdtemp(dir=base))
     try:
         target = work / "target"
         target.mkdir()
         sandbox = make_sandbox(work, target, fill)
         os.sync()
+        cpu = _cpu()
         start = time.perf_counter()
         tool(work, sandbox, target)
         elapsed = time.perf_counter() - start
+        cpu = _cpu() - cpu
         _check(target, fill)
-        return elapsed
+        return elapsed, cpu
     finally:
         shutil.rmtree(work)
+
+
+def _cpu() -> float:
+    own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                       resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _check(target: Path, fill: Callable[[Path], None]) -> None:
@@ -127,28 +146,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: $TMPDIR)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", choices=("small", "large"), default=None)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ws-bench-", dir=args.dir))
     tools: dict[str, Callable[[Path, Path, Path], None]] = {"commit": run_ours, "session commit": run_session,
                                                        "cp -a": run_cp}
+    if shutil.which("try-commit"):
+        tools["try-commit"] = run_try_commit
     if shutil.which("try"):
         tools["try commit"] = run_try
+    sizes = {"small": ("10k x 300 B", build_small), "large": ("5 x 100 MB", build_large)}
     try:
-        for label, fill in (("10k x 300 B", build_small), ("5 x 100 MB", build_large)):
-            medians = {name: statistics.median(one_run(base, fill, tool) for _ in range(args.runs))
-                       for name, tool in tools.items()}
-            _report(label, medians)
+        for key, (label, fill) in sizes.items():
+            if args.only not in (None, key):
+                continue
+            runs = {name: [one_run(base, fill, tool) for _ in range(args.runs)]
+                    for name, tool in tools.items()}
+            _report(label, {name: statistics.median(w for w, _ in r) for name, r in runs.items()},
+                    {name: statistics.median(c for _, c in r) for name, r in runs.items()})
     finally:
         shutil.rmtree(base)
     return 0
 
 
-def _report(label: str, medians: dict[str, float]) -> None:
-    ours = medians["commit"]
+def _report(label: str, wall: dict[str, float], cpu: dict[str, float]) -> None:
     print(f"\n{label}  (median of runs, seconds)")
-    print(f"  {'tool':<12}{'median':>10}{'vs commit':>12}")
-    for name, value in medians.items():
-        print(f"  {name:<12}{value:>10.3f}{value / ours:>11.1f}x")
+    print(f"  {'tool':<12}{'wall':>10}{'vs commit':>12}{'cpu':>10}{'vs commit':>12}")
+    for name in wall:
+        print(f"  {name:<12}{wall[name]:>10.3f}{wall[name] / wall['commit']:>11.2f}x"
+              f"{cpu[name]:>10.3f}{cpu[name] / max(cpu['commit'], 1e-9):>11.2f}x")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def carry_out(session_dir: Path, layers: Sequence[Layer], all_changes: list[Chan
     result.applied.extend(Path(s.path) for s in outcome.applied)
     result.notes.extend(owner_notes(all_changes, result.applied))
     _record_failures(result, outcome)
-    tidy_upper(layers, [c.upper for c in all_changes], _moved_uppers(outcome))
+    tidy_upper(layers, [c.upper_path for c in all_changes], _moved_uppers(outcome))
     journal.remove(session_dir)
 
 
@@ -133,7 +133,8 @@ def _execute(plan: Journal, check: Callable[[Executor, Step, int, str], str | No
     executor = Executor(plan.layers, plan.token, check)
     executor.progress = progress
     try:
-        remove_strays(executor, plan.steps)
+        if check is not None:   # a fresh commit's new token names no temporary entry yet
+            remove_strays(executor, plan.steps)
         return executor.run(plan.steps)
     finally:
         executor.close()
@@ -144,9 +145,9 @@ def _record_failures(result: CommitResult, outcome: Outcome) -> None:
     result.errors.extend(PathIssue(Path(s.path), why) for s, why in outcome.errors)
 
 
-def _moved_uppers(outcome: Outcome) -> list[Path]:
+def _moved_uppers(outcome: Outcome) -> list[str]:
     """Upper entries whose changes are now real (so they are no longer pending)."""
-    return [Path(s.upper) for s in (*outcome.applied, *outcome.done)
+    return [s.upper for s in (*outcome.applied, *outcome.done)
             if s.upper is not None and not s.keep_upper]
 
 
@@ -159,7 +160,7 @@ def _resume(session_dir: Path, interrupted: Journal, project: Path,
     result.resumed.extend(Path(s.path) for s in (*outcome.done, *outcome.applied))
     _record_failures(result, outcome)
     # What else is pending is not in the journal: read it afresh.
-    still = [c.upper for c in read_changes(interrupted.layers, project)]
+    still = [c.upper_path for c in read_changes(interrupted.layers, project)]
     tidy_upper(interrupted.layers, still, _moved_uppers(outcome))
     journal.remove(session_dir)
 
@@ -207,7 +208,7 @@ def remove_strays(executor: Executor, steps: Iterable[Step]) -> None:
     """Delete temporary entries an interrupted commit left beside its destinations."""
     dirs: set[tuple[int, tuple[str, ...]]] = set()
     for step in steps:
-        parts = Path(step.path).relative_to(executor.layers[step.layer].target).parts
+        parts = rel_parts(executor.layers[step.layer].target, step.path)
         dirs.add((step.layer, parts[:-1]))
         if step.action == "dir":
             dirs.add((step.layer, parts))
@@ -268,7 +269,7 @@ def _empty_dir(root: Path) -> None:
         os.close(fd)
 
 
-def _topmost(uppers: Iterable[Path]) -> list[Path]:
+def _topmost(uppers: Iterable[Path | str]) -> list[Path]:
     # In path order a directory's entries follow it: one look back, not up every ancestor.
     top: list[str] = []
     for upper in sorted({str(u) for u in uppers}, key=lambda t: t.replace("/", "\0")):
@@ -300,7 +301,8 @@ def _locate(layers: Sequence[Layer], upper: Path) -> tuple[int, tuple[str, ...]]
 # -- tidying --------------------------------------------------------------------
 
 
-def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path], gone: Iterable[Path]) -> None:
+def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path | str],
+               gone: Iterable[Path | str]) -> None:
     """Remove upper directories that no longer hold anything pending.
 
     ``gone`` are upper entries that stopped being pending (committed or
@@ -320,7 +322,7 @@ def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path], gone: Iterab
         if upper not in keep:
             doomed.add(upper)
         doomed.update(d for d in _ancestors(upper, roots, doomed) if d not in keep)
-    _remove_uppers(layers, _topmost(Path(d) for d in doomed))
+    _remove_uppers(layers, _topmost(doomed))
 
 
 def _ancestors(path: str, roots: set[str], known: set[str]) -> Iterator[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def write(session_dir: Path, journal: Journal) -> Journal:
         "token": journal.token,
         "force": journal.force,
         "layers": [[str(layer.upper), str(layer.target)] for layer in journal.layers],
-        "steps": [asdict(step) for step in journal.steps],
+        "steps": [vars(step) for step in journal.steps],   # flat: asdict's deep copy is slow
     })
     write_json_atomic(path, record, indent=None, sort_keys=False)
     return Journal(journal.token, journal.layers, journal.steps, journal.force,

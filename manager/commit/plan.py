@@ -72,21 +72,27 @@ class Plan:
 class _Context:
     layers: Sequence[Layer]
     real: list[DirChain]
-    excluded: Callable[[Path], bool]
+    excluded: Callable[[Path | str], bool]
     force: bool
     allow_special: bool
     opaque: set[str]    # opaque directories: the real entries below them go
     hiding: set[str]    # added or replaced directories: the real tree below was hidden
     blocked: set[str] = field(default_factory=set)
     births: dict[str, int] = field(default_factory=dict)  # upper directories' births
+    # Real directories found missing: a new tree's 10,000 entries are not each looked up.
+    absent: set[str] = field(default_factory=set)
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
-        index = layer_of(self.layers, change.upper)
-        parts = rel_parts(self.layers[index].target, str(change.path))
+        parent = os.path.dirname(change.real_path)
+        if parent in self.absent:
+            return None
+        index = layer_of(self.layers, change.upper_path)
+        parts = rel_parts(self.layers[index].target, change.real_path)
         try:
             return self.real[index].fd(parts[:-1]), parts[-1]
         except (FileNotFoundError, UnsafePath):
+            self.absent.add(parent)
             return None
 
     def view_taken(self, change: Change) -> int:
@@ -109,12 +115,12 @@ class _Context:
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
-              excluded: Callable[[Path], bool], force: bool, allow_special: bool = False) -> Plan:
+              excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False) -> Plan:
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
                    allow_special,
-                   opaque={str(c.path) for c in all_changes if c.opaque},
-                   hiding={str(c.path) for c in all_changes if c.new_type is EntryType.DIR
+                   opaque={c.real_path for c in all_changes if c.opaque},
+                   hiding={c.real_path for c in all_changes if c.new_type is EntryType.DIR
                            and c.kind in (Kind.ADDED, Kind.REPLACED)})
     try:
         for change in with_parents(selected, all_changes):
@@ -126,9 +132,9 @@ def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list
 
 
 def _plan_one(plan: Plan, ctx: _Context, change: Change) -> None:
-    if ctx.excluded(change.path):
+    if ctx.excluded(change.real_path):
         plan.skipped.append(change.path)
-    elif _under(change.path, ctx.blocked):
+    elif _under(change.real_path, ctx.blocked):
         plan.conflicts.append(PathIssue(change.path, "inside a path that is not committed"))
         ctx.blocked.add(str(change.path))
     elif change.special and not ctx.allow_special:
@@ -175,7 +181,7 @@ def _under(path: Path | str, roots: set[str]) -> bool:
     return False
 
 
-def layer_of(layers: Sequence[Layer], upper: Path) -> int:
+def layer_of(layers: Sequence[Layer], upper: Path | str) -> int:
     text = str(upper)
     for index, layer in enumerate(layers):
         root = str(layer.upper)
@@ -191,13 +197,13 @@ def step_for(layers: Sequence[Layer], change: Change) -> Step:
         action = "dir"
     else:
         action = "write"
-    return Step(action, layer_of(layers, change.upper), str(change.path), str(change.upper))
+    return Step(action, layer_of(layers, change.upper_path), change.real_path, change.upper_path)
 
 
 def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     step = step_for(ctx.layers, change)
     real = ctx.real_at(change)
-    hidden = _under(change.path, ctx.hiding)
+    hidden = _under(change.real_path, ctx.hiding)
     reason = None if ctx.force or real is None else conflict(ctx, change, step.action, hidden,
                                                              *real)
     if reason is not None:
@@ -206,7 +212,7 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         return
     plan.steps.append(step)
     if step.action == "dir" and real is not None and (change.opaque or
-                                                      _under(change.path, ctx.opaque)):
+                                                      _under(change.real_path, ctx.opaque)):
         _plan_prune(plan, ctx, step, change, *real)
 
 

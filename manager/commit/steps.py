@@ -51,6 +51,7 @@ from manager.commit.safefs import remove_at
 from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
+from manager.commit.treemove import move_tree
 from manager.fs.sparse import copy_data
 
 BATCH_STEPS = 4096
@@ -118,7 +119,16 @@ class Executor:
         self._sync_uppers()
         batch: list[_Pending] = []
         size = written = 0
+        skip = 0
         for done, step in enumerate(steps, 1):
+            if skip:   # committed with its new directory's tree (treemove)
+                skip -= 1
+                continue
+            moved = move_tree(self, steps, done - 1)
+            if moved is not None:
+                self.outcome.applied.extend(moved.steps)
+                skip, written = len(moved.steps) - 1, written + moved.size
+                continue
             item = self._try_prepare(step)
             if item is not None:
                 batch.append(item)
@@ -162,7 +172,7 @@ class Executor:
 
     def _prepare(self, step: Step) -> _Pending | None:
         dir_fd, name = self.real_at(step)
-        self._note_filesystem(dir_fd)
+        self.note_filesystem(dir_fd)
         verdict = self.check(self, step, dir_fd, name) if self.check else None
         if verdict == "done":
             self.outcome.done.append(step)
@@ -178,7 +188,7 @@ class Executor:
             return self._prepare_write(step, dir_fd)
         return _Pending(step)
 
-    def _note_filesystem(self, dir_fd: int) -> None:
+    def note_filesystem(self, dir_fd: int) -> None:
         """Keep one descriptor per destination filesystem, for syncfs."""
         dev = os.fstat(dir_fd).st_dev
         if dev not in self._real_fds:
