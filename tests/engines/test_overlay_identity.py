@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from manager.changes.meta import OVERFLOW_ID
+from manager.changes.meta import IdMap
 from manager.engines.overlay import engine as overlay
 from manager.engines.overlay import ids as overlay_ids
 from tests.engines.accounts import Account
@@ -121,7 +123,7 @@ def test_other_owners_from_subordinate_ids_read_as_inside_and_commit_says_why(ac
     maps = overlay_ids.recorded(account.sandbox())
     assert maps is not None
     upper = account.sandbox() / "upperdir" / str(account.project / "given")[1:]
-    on_disk = overlay_ids.to_outside(maps.uid, 1000)
+    on_disk = next(out + 1000 - first for first, out, count in maps.uid if first <= 1000 < first + count)
     assert upper.stat().st_uid == on_disk and (on_disk == 1000) == (account.uid == 0)
     assert _inside(account, "stat -c %u:%g given") == "1000:1000\n"
     assert _status(account)[str(account.project / "given")]["owner"] == "1000:1000"
@@ -194,5 +196,6 @@ def test_the_subordinate_layout_is_podmans_keep_id(tmp_path: Path):
     subuid.write_text("other:300000:65536\nwstest:100000:65536\n1001:200000:10\nbad line\n")
     assert overlay_ids.subordinate(subuid, {"wstest", "1001"}) == [(100000, 65536), (200000, 10)]
     ranges = overlay_ids.keep_id(1001, [(100000, 65536)])
-    assert [overlay_ids.to_inside(ranges, n) for n in (100000, 101000, 1001, 101001, 5)] == \
-        [0, 1000, 1001, 1002, None]
+    on_disk = IdMap(tuple(ranges), tuple(ranges))
+    assert [on_disk.inside(n, n)[0] for n in (100000, 101000, 1001, 101001, 5)] == \
+        [0, 1000, 1001, 1002, OVERFLOW_ID]

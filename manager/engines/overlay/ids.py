@@ -212,21 +212,6 @@ def recorded(sandbox: Path) -> IdMaps | None:
         return None
 
 
-def to_inside(ranges: list[Range], outside: int) -> int | None:
-    """The inside id of the on-disk id ``outside`` (None: unmapped)."""
-    for inside, first, count in ranges:
-        if first <= outside < first + count:
-            return inside + outside - first
-    return None
-
-
-def to_outside(ranges: list[Range], inside: int) -> int | None:
-    for first_in, first_out, count in ranges:
-        if first_in <= inside < first_in + count:
-            return first_out + inside - first_in
-    return None
-
-
 def review_map(sandbox: Path) -> IdMap | None:
     """How review reads the upper directory's owners (None: not at all).
 
