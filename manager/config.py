@@ -17,6 +17,7 @@ settings come from the user's config, the environment and flags, and
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Final
 
 PROJECT_FILE = paths.PROJECT_FILE
+MAX_FILE_BYTES = 1 << 20   # a settings file is a few lines; the project's is the agent's to write
 env_name = paths.env_name      # the rule lives in session/paths.py (the hooks use it too)
 # Settings a project file sets only when trusted: each one can switch the sandbox off
 # (passthrough, model bypass), pick a weaker or a different boundary (engine,
@@ -152,7 +154,10 @@ def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
         _merge_file(config, path)
     if project is not None:
         path = project / PROJECT_FILE
-        _merge_file(config, path, trusted=None if is_trusted(path) else TRUST_REQUIRED)
+        text = _read_settings_file(path)   # once: the content judged trusted is the one merged
+        if text is not None:
+            digest = _digest(text.encode("utf-8"))
+            _merge_text(config, path, text, None if is_trusted_digest(path, digest) else TRUST_REQUIRED)
     _merge_env(config)
     for key, value in (flags or {}).items():
         if value is not None:
@@ -167,12 +172,12 @@ def _set(config: Config, key: str, value: Any, source: str) -> None:
 
 def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = None) -> None:
     """Merge one file; keys in ``trusted`` (when given) are recorded as ignored instead."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    text = _read_settings_file(path)
+    if text is not None:
+        _merge_text(config, path, text, trusted)
+
+
+def _merge_text(config: Config, path: Path, text: str, trusted: frozenset[str] | None) -> None:
     data = _parse(path, text)
     for key, value in _flatten(data, path).items():
         if SCHEMA[key].type is list and isinstance(value, str):
@@ -213,10 +218,11 @@ def _trust_record(strict: bool = False) -> dict[str, str]:
 
 
 def file_hash(path: Path) -> str | None:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
+    text = _read_settings_file(path)
+    return None if text is None else _digest(text.encode("utf-8"))
+
+
+def _digest(data: bytes) -> str:
     import hashlib  # only once there is a file: without one, no command needs OpenSSL
 
     return hashlib.sha256(data).hexdigest()
@@ -256,6 +262,42 @@ def record_trust(path: Path, digest: str | None) -> str | None:
     return digest
 
 
+def _read_settings_file(path: Path) -> str | None:
+    """The file's text; None when there is none. The project's file is the agent's to write:
+    a fifo would block the hook reading it (and a hook that never answers lets the client
+    run the call), so only a regular file of bounded size is read, without waiting."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"config file {path} is not a regular file",
+                              hint=f"remove {path} or replace it with a file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"config file {path} is larger than {MAX_FILE_BYTES >> 10} KiB")
+        data = f.read(MAX_FILE_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8: {exc}") from exc
+
+
+def _no_aliases(yaml: Any) -> Any:
+    """A safe loader that refuses YAML aliases: settings never need them, and an alias
+    bomb (ten aliases a level) is a few hundred bytes that expand to billions of items."""
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]   # C's parser composes itself
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("aliases (*name) are not allowed in settings")
+            return super().compose_node(parent, index)
+
+    return Loader
+
+
 def _parse(path: Path, text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
@@ -266,7 +308,7 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
             data = json.loads(text)
         else:
             yaml = _yaml()
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.load(text, Loader=_no_aliases(yaml))
     except Exception as exc:  # noqa: BLE001 - any parser error is a config error
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
     if data is None:

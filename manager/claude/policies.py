@@ -14,7 +14,8 @@ costs a few milliseconds, never a broken command.
   an allowlist of its options fragile.
 - ``gh``: ``gh NOUN VERB`` for the listed read-only pairs (and ``api``), with
   options from :data:`GH_OPTIONS`. Not ``--web`` (runs a browser), aliases,
-  extensions, or anything that clones, checks out or downloads.
+  extensions, anything that clones, checks out or downloads, a field read from a
+  local file (``-F key=@FILE``) or another host (``--hostname``).
 - ``docker``/``podman``: operations of the daemon (or podman's own storage),
   with options from :data:`CTR_OPTIONS`; no global options, no volume or
   mount options, nothing whose client reads or writes local files.
@@ -49,7 +50,7 @@ GH_OPTIONS = frozenset((
     "--search", "--base", "--head", "--repo", "--comments", "--branch", "--workflow",
     "--status", "--user", "--event", "--commit", "--created", "--log", "--log-failed",
     "--attempt", "--exit-status", "--verbose", "--job", "--name-only", "--patch", "--color",
-    "--required", "--hostname", "--method", "--field", "--raw-field", "--header", "--paginate",
+    "--required", "--method", "--field", "--raw-field", "--header", "--paginate",
     "--slurp", "--include", "--silent", "--preview", "--draft", "--app", "--mention",
     "--milestone", "--archived", "--fork", "--source", "--visibility", "--language", "--topic",
     "--owner", "--sort", "--order", "--match", "--key", "--ref", "--all", "--exclude-drafts",
@@ -129,6 +130,9 @@ def gh(args: list[str]) -> bool:
         rest = args[2:]
     else:
         return False                  # a global flag first, an alias, extension, config...
+    # `-F key=@FILE` (api, graphql) reads a local file, any file, and sends it: sandboxed.
+    if any(a.startswith("@") or "=@" in a for a in rest):
+        return False
     return _options_ok(rest, GH_OPTIONS, GH_SHORT)
 
 

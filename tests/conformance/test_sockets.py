@@ -93,6 +93,17 @@ def _holder(state: Path) -> str:
     return "".join(p.read_text() for p in state.glob("workspace/sessions/*/sandbox/holder.pid"))
 
 
+def _kept_for_sockets(state: Path, holder: str) -> bool:
+    """The holder is the same, or the ones before it retired for other reasons (on a busy
+    host the real project or a directory with mounts below can change too): never for a
+    socket (their reasons are in holder.log, which every holder of the session appends to)."""
+    if _holder(state) == holder:
+        return True
+    reasons = [line for p in state.glob("workspace/sessions/*/sandbox/holder.log")
+               for line in p.read_text().splitlines() if line.startswith("retired:")]
+    return bool(reasons) and not any("sock" in line for line in reasons)
+
+
 @pytest.mark.parametrize("restart", [False, True], ids=["started-later", "restarted"])
 def test_a_daemon_started_after_the_sandbox_is_reached(ws, overlay_engine: None, tmp_path: Path,
                                                       restart: bool):
@@ -112,7 +123,7 @@ def test_a_daemon_started_after_the_sandbox_is_reached(ws, overlay_engine: None,
         proc = ws("run", "--", "python3", "-c", ASK, str(path))
         assert (proc.returncode, proc.stdout) == (0, "second\n"), proc.stderr
         if restart:   # bound over the old one: the same holder
-            assert _holder(tmp_path / "state") == holder
+            assert _kept_for_sockets(tmp_path / "state", holder)
     finally:
         for server in servers:
             server.close()
@@ -147,4 +158,4 @@ def test_sockets_made_outside_all_the_time_do_not_stop_calls(ws, overlay_engine:
     finally:
         stop.set()
         thread.join()
-    assert _holder(tmp_path / "state") == holder
+    assert _kept_for_sockets(tmp_path / "state", holder)

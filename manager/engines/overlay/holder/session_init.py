@@ -140,12 +140,19 @@ def _children() -> list[int]:
 
 
 def _pid_inside(host_pid: int) -> int:
-    """The pid in the innermost pid namespace (this init's) of a host pid."""
-    with open(f"/proc/{host_pid}/status", encoding="utf-8", errors="replace") as f:
+    """The pid of a host pid in this init's pid namespace. Not the innermost one: an orphan
+    that made a pid namespace of its own is pid 1 there, and a kill of 1 is this init's."""
+    mine = _nspids("self")
+    return _nspids(host_pid)[len(mine) - 1]
+
+
+def _nspids(pid: int | str) -> list[int]:
+    """NSpid: the pid in each pid namespace, from this /proc's (the host's) inwards."""
+    with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
         for line in f:
             if line.startswith("NSpid:"):
-                return int(line.split()[-1])
-    raise OSError(f"no NSpid for {host_pid}")
+                return [int(n) for n in line.split()[1:]]
+    raise OSError(f"no NSpid for {pid}")
 
 
 def init_gone() -> bool:
