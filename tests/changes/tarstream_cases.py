@@ -1,6 +1,6 @@
 """Tar streams for the tarstream tests, and a runner for any interpreter the package accepts.
 
-Standard library only: ``python tests/tarstream_cases.py DIR`` runs every case under that
+Standard library only: ``python tests/changes/tarstream_cases.py DIR`` runs every case under that
 python (Debian 12's 3.11.2, the sandbox image's) with this checkout's ``manager`` package;
 it prints "ok N" and exits 0, or fails with the case's error.
 """

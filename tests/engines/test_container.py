@@ -280,7 +280,7 @@ def test_tarstream_on_the_images_python(tmp_path: Path, engine_name: str):
     argv = [engine_name, "run", "--rm", "--network", "none", "-u", f"{os.getuid()}:{os.getgid()}",
             *([f"--userns={userns}"] if userns else []),
             "-v", f"{repo}:/src:ro", "-v", f"{out}:/out", config.load(None)["container.image"],
-            "python3", "-I", "/src/tests/tarstream_cases.py", "/out"]
+            "python3", "-I", "/src/tests/changes/tarstream_cases.py", "/out"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok ")
