@@ -56,8 +56,9 @@ def fill(template: list[str], command: str, cwd: str, cwd_out: str) -> list[str]
 
 def spill(path: str, command: str) -> str:
     """Write a too-long command to ``path``; return the short command that runs it."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)   # a command may hold a token
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with open(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(command)
     return f"eval \"$(<{quote(path)})\""
 
@@ -85,7 +86,11 @@ def build(entry: Entry, session_dir: str, tool_use_id: str, command: str,
     calls = os.path.join(session_dir, "calls")
     script_file = ""
     if inline_cost(command) > INLINE_LIMIT:
-        script_file = os.path.join(calls, f"{tool_use_id}.sh")
+        # Read inside the sandbox, so not under the state directory, which it never sees.
+        from manager.session import paths
+
+        script_file = os.path.join(paths.spill_root(), os.path.basename(session_dir),
+                                   f"{tool_use_id}.sh")
         command = spill(script_file, command)
     if background:
         argv = entry(command, cwd, "")

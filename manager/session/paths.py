@@ -53,6 +53,13 @@ def state_root() -> str:
     return os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "workspace")
 
 
+def spill_root() -> str:
+    """``$XDG_STATE_HOME/workspace-calls``: where the hook leaves a command too long for an
+    argument, for the sandbox to read. Beside the state directory, not in it: sandboxes
+    never see that one (setting ``hide``)."""
+    return state_root() + "-calls"
+
+
 def config_base() -> str:
     """The user's configuration directory ($XDG_CONFIG_HOME, else ~/.config): git's and
     podman's files are found under it as well as ours."""
