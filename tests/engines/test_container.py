@@ -230,7 +230,9 @@ def small_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
         pytest.skip("mounting a small tmpfs needs root")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
+    # mode 0755, as a state directory's parent is: a mask over the state directory (hide)
+    # makes its mount point there, and the engine makes that directory 0755 in the upper dir.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(mnt)], check=True)
     monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
     yield mnt
     for session in store.list_sessions()[0]:
