@@ -19,6 +19,7 @@ import os
 import shlex
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -155,10 +156,12 @@ def export_upper(client: ContainerClient, session: Session) -> None:
     try:
         side = client.exec_reading(resource_name(session.id), ["sh", "-c", script],
                                    lambda pipe: tarstream.unpack(pipe, scratch, root="upper"))
-    except ContainerCommandError as exc:
+    except (ContainerCommandError, tarfile.TarError, EOFError) as exc:
+        # A stream cut short (a remote engine's connection lost) is the same: nothing applied.
         rmtree(scratch)
-        raise EngineUnavailable(f"could not export the changes of session {session.id}: "
-                                f"{exc.stderr.strip()}",
+        why = exc.stderr.strip() if isinstance(exc, ContainerCommandError) else \
+            f"the stream from the engine ended early ({exc})"
+        raise EngineUnavailable(f"could not export the changes of session {session.id}: {why}",
                                 hint="they are still in the engine's volume "
                                      f"{volume_name(session)}; rerun once it works") from exc
     swap(scratch, session.sandbox / "upper")
