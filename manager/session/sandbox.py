@@ -36,7 +36,17 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     # Writes a sandboxed command made into workspace's own state, or where the sandbox
     # hides the host's files (manager.hide), are never real changes.
     kept = [str(paths.state_home()), *_hidden(ctx)]
-    return [c for c in found if not any(is_within(c.real_path, k) for k in kept)]
+    return [c for c in found if not any(is_within(c.real_path, k) for k in kept)
+            and not _holds_a_mask(c, kept)]
+
+
+def _holds_a_mask(change: Change, kept: list[str]) -> bool:
+    """A directory above a hidden path whose only change is its mode or owner: the engine
+    made it to hold the mask's mount point or whiteout (try and the container engines make
+    it 0755; $HOME is often 0700), not the agent. Never shown, never applied."""
+    if change.kind is not model.Kind.MODE or change.new_type is not model.EntryType.DIR:
+        return False
+    return any(is_within(k, change.real_path) and k != change.real_path for k in kept)
 
 
 def never_committed(ctx: Context) -> list[str]:
