@@ -135,16 +135,25 @@ run_alone() {
 
 # The remote-engine tests' second dockerd (tests/engines/remote_dockerd.sh): only root can start
 # one, so root starts it for both passes and hands its socket (usable by $user) to the tests.
+remote_dir=
 remote_dockerd() {
-    local dir
     [[ -z ${WS_TEST_REMOTE_DOCKER:-} ]] || return 0
-    dir=$(mktemp -d /tmp/wsrd.XXXXXX)
-    if bash tests/engines/remote_dockerd.sh start "$dir" "$user"; then
-        export WS_TEST_REMOTE_DOCKER=unix://$dir/docker.sock
-        trap 'bash tests/engines/remote_dockerd.sh stop "'"$dir"'"' EXIT
+    remote_dir=$(mktemp -d /tmp/wsrd.XXXXXX)
+    if bash tests/engines/remote_dockerd.sh start "$remote_dir" "$user"; then
+        export WS_TEST_REMOTE_DOCKER=unix://$remote_dir/docker.sock
+        trap stop_remote_dockerd EXIT
     else
         echo "test.sh: the second dockerd did not start; the remote tests will say why" >&2
     fi
+}
+
+# Before the tests marked alone: they stop the host's dockerd and start it again with
+# setup, which takes any dockerd process for the host's.
+stop_remote_dockerd() {
+    [[ -n $remote_dir ]] || return 0
+    bash tests/engines/remote_dockerd.sh stop "$remote_dir" >/dev/null 2>&1
+    rm -rf "$remote_dir"
+    remote_dir=
 }
 
 if [[ $(id -u) == 0 && -n $user ]]; then
@@ -153,6 +162,7 @@ if [[ $(id -u) == 0 && -n $user ]]; then
     start_as_user "$@"
     run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
     [[ -z $user_pid ]] || finish_as_user
+    stop_remote_dockerd
     run_alone "$@"
 else
     run_as_root_or_self "all tests" "$@"

@@ -18,6 +18,14 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow,
 
 
 def _dockerd_pid() -> int | None:
+    """The host's dockerd: the one its default pidfile names (the remote-engine tests run a
+    second one, with a pidfile of its own), else the only one."""
+    try:
+        pid = int(Path("/var/run/docker.pid").read_text().strip())
+        if psutil.Process(pid).name() == "dockerd":
+            return pid
+    except (OSError, ValueError, psutil.Error):
+        pass
     pids = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "dockerd"]
     return pids[0] if len(pids) == 1 else None
 
