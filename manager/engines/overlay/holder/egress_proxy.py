@@ -21,6 +21,8 @@ import socket
 import threading
 import time
 
+from .session_init import parent_of
+
 POLICY = "network.json"      # {"mode": "open"|"off"|"list", "allow": [...]}, by the launcher
 RECORD = "egress.jsonl"
 STATE = "network"            # "off" or "proxy PORT": read by the entry script for the env
@@ -356,7 +358,7 @@ def caller(conn: socket.socket, holder: int) -> str:
         call = _call_of(pid)
         if call is not None:
             return call
-        pid = _parent(pid)
+        pid = parent_of(pid)
     return ""
 
 
@@ -401,11 +403,3 @@ def _call_of(pid: int) -> str | None:
         out = os.path.basename(argv[6].decode(errors="replace"))
         return out.removesuffix(".cwd") if out.endswith(".cwd") else ""
     return None
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
