@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import kernel
+from . import levels
 from . import mountinfo
 from . import names
 
@@ -273,7 +274,7 @@ class Builder:
     def socket_dirs(self) -> list[str]:
         """Where a daemon that starts later would make its socket: the roots, and the
         directories of the sockets bound now."""
-        bound = [os.path.dirname(p) for p in self.binds if _is_socket(p)]
+        bound = [os.path.dirname(p) for p in self.binds if levels.is_socket(p)]
         return sorted({*(r for r in SOCKET_ROOTS if os.path.isdir(r)), *bound})
 
     def bind(self, point: str) -> None:
@@ -352,11 +353,6 @@ def sockets_below(directory: str) -> list[str]:
     return found
 
 
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _foreign_on_the_way(directory: str) -> bool:

@@ -274,13 +274,13 @@ def _attach_socket(fd: int, path: str) -> None:
     except FileNotFoundError:
         # A restarted daemon: the old socket is bound there, and a mount cannot go on top of
         # a removed file. Off with the old one (calls already running keep theirs), then on.
-        if not _is_socket(path):
+        if not is_socket(path):
             raise
         detach(path)
         attach(fd, AT_FDCWD, path)
 
 
-def _is_socket(path: str) -> bool:
+def is_socket(path: str) -> bool:
     try:
         return stat.S_ISSOCK(os.lstat(path).st_mode)
     except OSError:
@@ -288,4 +288,4 @@ def _is_socket(path: str) -> bool:
 
 
 def _listened(path: str, live: frozenset[str]) -> bool:
-    return _is_socket(path) and os.path.realpath(path) in live
+    return is_socket(path) and os.path.realpath(path) in live
