@@ -15,7 +15,7 @@ def resource_name(session_id: str) -> str:
     return f"workspace-{session_id}"
 
 
-class ContainerEngine(Protocol):
+class EngineShape(Protocol):
     """What the probes, the upper dir and the view use of a container engine, which
     :class:`manager.engines.container.engine.ContainerEngine` fills (typed without importing
     it: no cycle)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from manager.config import Config
 from manager.engines.base import Check
-from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import EngineShape
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.session import paths
@@ -79,7 +79,7 @@ def quick_reason(cli: str, image: str) -> str | None:
     return f"{cli} does not answer: {text} (fix: {DAEMON_FIX[cli]})"
 
 
-def checks(engine: ContainerEngine) -> list[Check]:
+def checks(engine: EngineShape) -> list[Check]:
     cli, image = engine.cli, engine.config["container.image"]
     found = shutil.which(cli)
     result = [Check("engine found", found is not None, found or f"{cli} not on PATH",
@@ -96,7 +96,7 @@ def checks(engine: ContainerEngine) -> list[Check]:
     return result
 
 
-def _whales(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _whales(engine: EngineShape, cli: str, image: str) -> Check:
     """python-on-whales installed"""
     ok = whales_installed()
     return Check("python-on-whales installed", ok, "" if ok else "python_on_whales not found "
@@ -113,27 +113,27 @@ def daemon_version(cli: str) -> tuple[bool, str]:
     return rc == 0, text
 
 
-def _daemon(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _daemon(engine: EngineShape, cli: str, image: str) -> Check:
     """daemon reachable"""
     ok, text = daemon_version(cli)
     return Check("daemon reachable", ok, f"version {text}" if ok else text, DAEMON_FIX[cli])
 
 
-def _location(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _location(engine: EngineShape, cli: str, image: str) -> Check:
     """engine location"""
     from manager.engines.container import remote as container_remote
 
     return container_remote.check(cli, engine.config)
 
 
-def _image(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _image(engine: EngineShape, cli: str, image: str) -> Check:
     """image present"""
     rc, text = _call([cli, "image", "inspect", "--format", "{{.Id}}", image])
     detail = f"{image} ({text.removeprefix('sha256:')[:12]})" if rc == 0 else f"{image}: {text}"
     return Check("image present", rc == 0, detail, build_fix(cli))
 
 
-def _overlay(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _overlay(engine: EngineShape, cli: str, image: str) -> Check:
     """overlay mounts work"""
     if _remote(cli):   # volume mode: the engine mounts its own overlay (the call below shows it)
         return Check("overlay mounts work", True, "not used: a remote engine mounts its own")
@@ -144,7 +144,7 @@ def _overlay(engine: ContainerEngine, cli: str, image: str) -> Check:
         _remove_overlay_probe(engine, root)
 
 
-def _remove_overlay_probe(engine: ContainerEngine, root: Path) -> None:
+def _remove_overlay_probe(engine: EngineShape, root: Path) -> None:
     from manager.errors import WorkspaceError
 
     with contextlib.suppress(WorkspaceError):
@@ -152,7 +152,7 @@ def _remove_overlay_probe(engine: ContainerEngine, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _overlay_in(engine: ContainerEngine, cli: str, image: str, root: Path) -> Check:
+def _overlay_in(engine: EngineShape, cli: str, image: str, root: Path) -> Check:
     lower, upper, work, calls = (root / n for n in ("lower", "upper", "work", "calls"))
     for d in (lower, upper, work, calls):
         d.mkdir()
@@ -171,7 +171,7 @@ def _overlay_in(engine: ContainerEngine, cli: str, image: str, root: Path) -> Ch
                  fix)
 
 
-def _sandboxed_call(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _sandboxed_call(engine: EngineShape, cli: str, image: str) -> Check:
     """a sandboxed call works"""
     root = Path(tempfile.mkdtemp(prefix="workspace-probe-"))
     try:
@@ -180,7 +180,7 @@ def _sandboxed_call(engine: ContainerEngine, cli: str, image: str) -> Check:
         _remove_probe(engine, root)
 
 
-def _call_in(engine: ContainerEngine, image: str, root: Path) -> Check:
+def _call_in(engine: EngineShape, image: str, root: Path) -> Check:
     """``workspace run`` in a throwaway project and state dir: the path every call takes.
 
     It starts the session's container (python-on-whales) and runs the call through the entry
@@ -225,7 +225,7 @@ VIEW_FIX = ("podman's storage below $HOME: graphroot (or rootless_storage_path) 
             "the fix named above (docs/containers.md)")
 
 
-def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
+def _view(engine: EngineShape, cli: str, image: str) -> Check:
     """$HOME and /tmp overlaid"""
     from manager.engines.container import view as container_view
     from manager.engines.container.engine import rootless_podman
@@ -240,7 +240,7 @@ def _view(engine: ContainerEngine, cli: str, image: str) -> Check:
     return Check(VIEW_CHECK, True, "; ".join(limits), VIEW_FIX, warn=True)
 
 
-def _remove_probe(engine: ContainerEngine, root: Path) -> None:
+def _remove_probe(engine: EngineShape, root: Path) -> None:
     """The probe's container (labelled with its state dir) and work dirs, then the dir."""
     from manager.engines.container.view import WORKS
     from manager.errors import WorkspaceError
@@ -260,7 +260,7 @@ def _remove_probe(engine: ContainerEngine, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
+def _mount_argv(engine: EngineShape, lower: str, upper: str, work: str,
                 calls: str) -> list[str]:
     """The CLI flags for the engine's mount options (the probe does not use python-on-whales)."""
     options = engine.mount_options(lower, upper, work, calls)
@@ -276,7 +276,7 @@ def _mount_argv(engine: ContainerEngine, lower: str, upper: str, work: str,
 # -- container.upper: auto ------------------------------------------------------
 
 
-def host_overlay_works(engine: ContainerEngine) -> bool:
+def host_overlay_works(engine: EngineShape) -> bool:
     """Whether the engine is local Linux and mounts overlays over host dirs (cached per kernel).
 
     ``auto`` asks this when it creates a container: the probe runs a container

@@ -23,7 +23,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from manager.engines.container.base import ContainerEngine
+from manager.engines.container.base import EngineShape
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
@@ -66,7 +66,7 @@ def in_volume(session: Session) -> bool:
     return (session.sandbox / VOLUME_MARK).exists()
 
 
-def upper_mode(engine: ContainerEngine, session: Session) -> str:
+def upper_mode(engine: EngineShape, session: Session) -> str:
     """"host" or "volume" for the session's next container."""
     if in_volume(session):
         return "volume"
