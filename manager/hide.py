@@ -100,23 +100,29 @@ def carve(found: list[Target], keep: str) -> list[Target]:
 
 
 def _expand(pattern: str, project: str) -> list[str]:
-    path = os.path.expandvars(os.path.expanduser(pattern.strip()))
-    if not path:
-        return []
-    if not os.path.isabs(path):
-        if not project:
-            return []
-        path = os.path.join(project, path)
-    path = os.path.normpath(path)
-    if not GLOB_CHARS & set(path):
-        return [path]
+    path = absolute(pattern, project)
+    if not path or not GLOB_CHARS & set(path):
+        return [path] if path else []
     import glob
 
-    if path.endswith("/**"):   # a directory's whole tree: the directory
-        path = path[:-3]
-        if not GLOB_CHARS & set(path):
-            return [path]
     return glob.glob(path, recursive=True, include_hidden=True)
+
+
+def absolute(pattern: str, project: str) -> str:
+    """``pattern`` as an absolute, normalised path or glob ("" when it names nothing):
+    ``~`` and ``$VAR`` expanded, relative ones from the project, a trailing ``/**`` (a
+    directory's whole tree) the directory itself."""
+    path = os.path.expandvars(os.path.expanduser(pattern.strip()))
+    if not path:
+        return ""
+    if not os.path.isabs(path):
+        if not project:
+            return ""
+        path = os.path.join(project, path)
+    path = os.path.normpath(path)
+    if path.endswith("/**") and not GLOB_CHARS & set(path[:-3]):
+        path = path[:-3]
+    return path
 
 
 def within(path: str, root: str) -> bool:
@@ -220,12 +226,26 @@ def _sandbox_paths(entry: str, base: str, project: str) -> list[str]:
 HIDE_FILE = "hide.list"   # in the sandbox: "d PATH" or "f PATH" lines, for the engines' scripts
 
 
+PATTERNS_FILE = "hide.patterns"   # in the sandbox: one absolute path or glob a line
+
+
 def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
     """The targets as the overlay holder and the try entry read them."""
+    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
+                   if "\n" not in t.path)
+    _write(directory, HIDE_FILE, text)
+
+
+def write_patterns(directory: os.PathLike[str] | str, config: Config, project: str) -> None:
+    """The patterns behind the list, absolute: the overlay holder checks them when it shows
+    what changed in the real project without a fresh sandbox (a new match needs one)."""
+    found = (absolute(p, project) for p in patterns(config, project))
+    _write(directory, PATTERNS_FILE, "".join(f"{p}\n" for p in found if p and "\n" not in p))
+
+
+def _write(directory: os.PathLike[str] | str, name: str, text: str) -> None:
     from pathlib import Path
 
     from manager.fs.util import write_atomic
 
-    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
-                   if "\n" not in t.path)
-    write_atomic(Path(directory) / HIDE_FILE, text.encode())   # an entry never reads half
+    write_atomic(Path(directory) / name, text.encode())   # an entry never reads half

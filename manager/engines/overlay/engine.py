@@ -110,6 +110,7 @@ class OverlayEngine:
         from manager import hide
 
         hide.write_list(session.sandbox, hide.targets(self.config, str(session.project)))
+        hide.write_patterns(session.sandbox, self.config, str(session.project))
         launch.write_policy(session.sandbox, self.config, session.project)
         start_holder(session.sandbox, session.project, idle, session.id)
 

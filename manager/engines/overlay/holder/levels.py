@@ -183,6 +183,26 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
         os.close(new)
 
 
+def refresh_entry(builder: Skeletons, point: str) -> None:
+    """A fresh overlay of ``point`` (a plain overlay of the real directory, not a level)
+    with the same layers, put in place of the old one with what was mounted on it (masks,
+    sockets): new lookups, so what changed on the real filesystem shows (see holder.project).
+    A failure part way leaves the old mount on top: the caller retires the holder."""
+    children = child_mounts(point)
+    if children is None:
+        raise RuntimeError(f"{point}: nothing is mounted there")
+    upper, work = str(builder.make_upper(point)), str(builder.work_dir(point))
+    with host_view(builder):
+        new = overlay_fd(builder.real_prefix + point, upper, work)
+    try:
+        attach(new, AT_FDCWD, point, MOVE_MOUNT_BENEATH)
+        for child in children:
+            move(child, new, os.path.relpath(child, point))
+        detach(point)   # the old one, on top
+    finally:
+        os.close(new)
+
+
 def _update(builder: Skeletons, real: str, copy: Path) -> str | None:
     """Bring one skeleton entry up to date; its kind, or None when it is gone."""
     try:

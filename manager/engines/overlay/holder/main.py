@@ -39,6 +39,7 @@ from .names import UPPER
 from .names import WORK
 from .namespaces import enter_namespaces
 from .namespaces import pivot
+from .project import ProjectView
 from .session_init import init_gone
 from .session_init import init_join
 from .session_init import others_in_namespace
@@ -97,7 +98,11 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
         if levels and levels[0] in ready:
             sync.collect(builder, session_fd)
         if watch is not None and watch.fd in ready:
-            stale = watch.drain() or stale
+            changed = watch.drain()
+            if changed and sync.view is not None and sync.view.point:
+                sync.view.stale = True   # the next call's sync refreshes the project's mount
+            else:
+                stale = changed or stale
             sync.sockets |= watch.new_sockets
             watch.new_sockets.clear()
             sync.collect(builder, session_fd)   # marks the state dirty: the next call syncs
@@ -173,6 +178,7 @@ def main(argv: list[str]) -> int:
     watch = _watch(project, builder.log)
     if watch is not None:
         watch.add_socket_dirs(builder.socket_dirs())
+        sync.view = ProjectView(project, watch, sandbox)
     session_fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY)
     append_log(builder, session_fd, first=True)
     record_scaffold(sandbox, builder.scaffold)
@@ -186,6 +192,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", flush=True)
         return 1
     builder.rebase(Path(f"/proc/self/fd/{session_fd}"), f"/proc/self/fd/{real_root}")
+    if sync.view is not None:
+        sync.view.find_point(builder)
     try:
         network.serve(session_fd)   # network: the forwarder to the proxy, the calls' state
     except (OSError, RuntimeError) as exc:

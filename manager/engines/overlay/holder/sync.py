@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import levels
 from .build import Builder
@@ -22,6 +23,9 @@ from .names import SYNC_DONE
 from .names import SYNC_REQUEST
 from .names import SYNC_SLEEP
 from .session_init import namespace_members
+
+if TYPE_CHECKING:
+    from .project import ProjectView
 
 SERVED_KEPT = 64
 
@@ -48,6 +52,7 @@ class Sync:
         self.broken = ""   # a swap that failed half-way: only a fresh holder is trustworthy
         self.sockets: set[str] = set()   # made by daemons outside since the last answer
         self.stale = False   # a socket could not be shown: a fresh holder once calls end
+        self.view: ProjectView | None = None   # the project's mount, refreshed when it changed
 
     def nonces(self) -> list[str]:
         data = b""
@@ -61,7 +66,7 @@ class Sync:
         if builder.watch is not None:
             for level, names in builder.watch.drain().items():
                 self.pending.setdefault(level, set()).update(names)
-        if self.pending or self.sockets:
+        if self.pending or self.sockets or self.project_stale():
             os.close(os.open(SYNC_DIRTY, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=session_fd))
 
     def serve(self, builder: Builder, session_fd: int) -> bool:
@@ -71,9 +76,11 @@ class Sync:
             return False
         self.collect(builder, session_fd)
         why = self.bring_up_to_date(builder, session_fd) if self.pending else ""
+        if not why and self.project_stale():
+            why = self.refresh_project(builder, session_fd)
         if not why and self.sockets:
             why = self.bind_sockets(builder, session_fd)
-        if not self.pending:
+        if not self.pending and not self.project_stale():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(SYNC_DIRTY, dir_fd=session_fd)
         self.answer(session_fd, nonces, why)
@@ -107,6 +114,26 @@ class Sync:
         return (f"{', '.join(sorted(self.pending))} changed outside the sandbox and cannot be shown "
                 f"while commands still run in it ({failure}): run the command again when they have "
                 f"ended, or stop them (pids {', '.join(busy)})")
+
+    def project_stale(self) -> bool:
+        return self.view is not None and self.view.stale
+
+    def refresh_project(self, builder: Builder, session_fd: int) -> str:
+        """Show what changed in the real project (holder/project.py); RETIRED when only a
+        fresh holder can. While commands run they keep the mount they have, and calls are
+        shown the project as it was until they end (the state stays dirty)."""
+        assert self.view is not None
+        if namespace_members(first=True):
+            return ""
+        try:
+            failure = self.view.refresh(builder)
+        except (OSError, RuntimeError) as exc:
+            failure = f"cannot show what changed in the real project: {exc}"
+        append_log(builder, session_fd)
+        if not failure:
+            return ""
+        retire(session_fd, failure)
+        return RETIRED
 
     def bind_sockets(self, builder: Builder, session_fd: int) -> str:
         unbound = levels.bind_sockets(builder, self.sockets, listening_sockets)

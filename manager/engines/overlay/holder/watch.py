@@ -3,10 +3,11 @@
 overlayfs caches lookups: once a sandboxed call has looked a path up, a file
 that appears on the real filesystem later (a new file, an editor's atomic
 save, a deletion) keeps its old answer in that mount. So the holder watches the
-real project tree with inotify and retires as soon as nothing runs in it; the
-next call starts a fresh holder, whose new mount sees the real files as they
-are. Writes made inside the sandbox go to the upper directory and never show
-up here. In-place writes need no watch: the overlay reads the same inode.
+real project tree with inotify; the next call's sync mounts a fresh overlay
+over the project's (holder/project.py), or, where that cannot be done, the holder
+retires as soon as nothing runs in it and the next call starts a fresh one.
+Writes made inside the sandbox go to the upper directory and never show up
+here. In-place writes need no watch: the overlay reads the same inode.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ IN_ONLYDIR = 0x01000000
 IN_MASK_ADD = 0x20000000
 IN_ISDIR = 0x40000000
 IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000   # the watch is gone (its directory removed)
 NAMESPACE_CHANGES = (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
                      | IN_DELETE_SELF | IN_MOVE_SELF)
 EVENT = struct.Struct("iIII")
@@ -52,30 +54,41 @@ class Watch:
         self.limit = limit
         self.count = 0
         self.complete = True
-        self.tree: set[int] = set()               # watch descriptors of the tree
+        self.tree: dict[int, str] = {}            # watch descriptors of the tree -> their paths
+        self.new_dirs: set[str] = set()           # made or moved in since the last look
+        self.lost = False                         # the queue overflowed: changes unknown
         self.socket_dirs: dict[int, tuple[str, int]] = {}   # ... of socket directories -> (path, fd)
         self.new_sockets: set[str] = set()        # made in them since the last look
 
-    def add_tree(self) -> None:
-        """Watch the root and the directories below it (the holder retires on the first
-        change, so directories made later need no watch of their own)."""
-        for dirpath, dirnames, _ in walk(self.root):
-            if not self._add(dirpath):
+    def add_tree(self, top: str = "", prefix: str = "") -> None:
+        """Watch ``top`` (the root) and the directories below it; ``prefix``: where the real
+        filesystem is from here (the holder, once pivoted)."""
+        top = top or self.root
+        for dirpath, dirnames, _ in walk(prefix + top):
+            if not self._add(dirpath[len(prefix):], prefix):
                 dirnames[:] = []
                 continue
             dirnames[:] = [d for d in dirnames if d not in SKIP]
 
-    def _add(self, path: str) -> bool:
+    def follow_new_directories(self, prefix: str) -> None:
+        """Watch the directories made since the last look, the sandbox having been shown them."""
+        for path in sorted(self.new_dirs, key=len):
+            if os.path.basename(path) not in SKIP:
+                self.add_tree(path, prefix)
+        self.new_dirs.clear()
+
+    def _add(self, path: str, prefix: str = "") -> bool:
         if self.count >= self.limit:
             self.complete = False
             return False
-        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path),
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(prefix + path),
                                          NAMESPACE_CHANGES | IN_ONLYDIR)
         if wd < 0:  # e.g. ENOSPC: fs.inotify.max_user_watches reached
             self.complete = False
             return False
-        self.tree.add(wd)
-        self.count += 1
+        if wd not in self.tree:
+            self.count += 1
+        self.tree[wd] = path   # a directory moved within the tree: its new path
         return True
 
     def add_socket_dirs(self, paths: list[str]) -> None:
@@ -107,9 +120,15 @@ class Watch:
 
     def _counts(self, wd: int, mask: int, name: bytes) -> bool:
         if mask & IN_Q_OVERFLOW:
+            self.lost = True
             return True
         directory = self.socket_dirs.get(wd)
         if directory is None:
+            parent = self.tree.get(wd)
+            if parent is not None and mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
+                self.new_dirs.add(os.path.join(parent, os.fsdecode(name)))
+            if mask & IN_IGNORED and self.tree.pop(wd, None) is not None:
+                self.count -= 1
             return bool(mask & NAMESPACE_CHANGES)
         # A new socket is no reason for a new holder: it is bound at the next call's sync.
         path, fd = directory
