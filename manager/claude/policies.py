@@ -58,6 +58,12 @@ GH_OPTIONS = frozenset((
     "--active", "--active-only",
 ))
 GH_SHORT = frozenset("qtLsAalSBHRbuecvjiXFfp")     # never -w: --web on view commands
+# A letter means what the form it is given to says: forms whose letters differ from the
+# rest have their own lists (`auth status -t` is --show-token, the token hide keeps from
+# sandboxed commands; elsewhere -t is --title or --template).
+GH_FORM_OPTIONS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
+    ("auth", "status"): (frozenset(("--active",)), frozenset("a")),
+}
 
 CTR_READ = frozenset(("ps", "images", "logs", "inspect", "version", "info", "stats", "top",
                       "port", "history", "diff", "events", "search", "healthcheck"))
@@ -125,15 +131,39 @@ def gh(args: list[str]) -> bool:
     if not args:
         return False
     if args[0] in GH_ALONE:
-        rest = args[1:]
+        rest, form = args[1:], (args[0], "")
     elif args[0] in GH_FORMS and len(args) > 1 and args[1] in GH_FORMS[args[0]]:
-        rest = args[2:]
+        rest, form = args[2:], (args[0], args[1])
     else:
         return False                  # a global flag first, an alias, extension, config...
     # `-F key=@FILE` (api, graphql) reads a local file, any file, and sends it: sandboxed.
     if any(a.startswith("@") or "=@" in a for a in rest):
         return False
-    return _options_ok(rest, GH_OPTIONS, GH_SHORT)
+    if any(_jq_reaches_out(q) for q in _jq_programs(rest)):
+        return False
+    return _options_ok(rest, *GH_FORM_OPTIONS.get(form, (GH_OPTIONS, GH_SHORT)))
+
+
+# gh runs --jq programs with gojq and the process's environment (`env`, `$ENV`): outside the
+# sandbox that is the client's, with the credentials the sandbox never sees. Modules
+# (`import`, `include`) would read local files. Such a program runs in the sandbox.
+JQ_REACHES = ("env", "ENV", "import", "include", "input")
+
+
+def _jq_programs(args: list[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(args):
+        if arg in ("--jq", "-q"):
+            found.append(args[i + 1] if i + 1 < len(args) else "")
+        elif arg.startswith("--jq="):
+            found.append(arg[5:])
+        elif arg.startswith("-") and not arg.startswith("--") and "q" in arg[1:]:
+            found.append(arg[arg.index("q", 1) + 1:] or (args[i + 1] if i + 1 < len(args) else ""))
+    return found
+
+
+def _jq_reaches_out(program: str) -> bool:
+    return any(word in program for word in JQ_REACHES)
 
 
 def docker(args: list[str]) -> bool:

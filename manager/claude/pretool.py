@@ -191,6 +191,8 @@ def _rewritten(payload: dict[str, Any], tool_input: dict[str, Any], session_id: 
     if not isinstance(hook_cwd, str) or not hook_cwd.startswith("/"):
         hook_cwd = os.getcwd()
     cwd = rewrite.choose_cwd(hook_cwd, state.read_cwd(session_id))
+    if cwd != hook_cwd:   # the command's own report: a hint, never a reason not to run
+        env = (*env, f"{rewrite.CWD_ELSE}={rewrite.quote(hook_cwd)}")
     background = tool_input.get("run_in_background") is True
     return rewrite.build(_entry(session_id, hot), paths.session_root(session_id), call_id,
                          command, cwd, background, os.path.realpath(paths.state_root()), env)

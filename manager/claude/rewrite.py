@@ -25,6 +25,10 @@ import os
 COMMAND = "@@workspace:command@@"
 CWD = "@@workspace:cwd@@"
 CWD_OUT = "@@workspace:cwd_out@@"
+# Where to start when the sandbox cwd (the last command's report of where it ended, which the
+# command can forge) does not exist in the sandbox: the client's own directory. The engines'
+# entries read and unset it; a bad report never stops a call.
+CWD_ELSE = "__WS_CWD_ELSE"
 FINISH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "finish.sh")
 # Linux limits one argument to 128 KiB, and the client quotes our command once
 # more: larger commands are handed over in a file instead.
@@ -43,6 +47,8 @@ def choose_cwd(hook_cwd: str, record: tuple[str, str] | None) -> str:
     client is still where that call left it, the sandbox cwd is the truth (it
     may be a directory that exists only in the overlay); when the client has
     moved since (it reset its cwd, a user's /cd, a failed call) the client wins.
+    The recorded one is the command's own report: the caller hands the entry the
+    client's directory too (:data:`CWD_ELSE`), for when it does not exist inside.
     """
     if record is not None and record[1] == hook_cwd:
         return record[0]

@@ -76,7 +76,7 @@ for name in $(compgen -e); do
     case $name in
         PATH|HOSTNAME|SHLVL|PWD|OLDPWD|_|TMPDIR|TMP|TEMP|LD_*|PYTHONHOME|VIRTUAL_ENV) continue ;;
         XDG_RUNTIME_DIR|DBUS_*|DISPLAY|WAYLAND_*|SSH_*|GPG_*|KUBECONFIG|BASH_*) continue ;;
-        DOCKER_*|CONTAINER_*|PODMAN_*|WORKSPACE_*) continue ;;
+        DOCKER_*|CONTAINER_*|PODMAN_*|WORKSPACE_*|__WS_*) continue ;;
         *TOKEN*|*SECRET*|*PASSWORD*|*PASSWD*|*API_KEY*|*APIKEY*|*CREDENTIAL*) continue ;;
         ANTHROPIC_*|AWS_*|AZURE_*) continue ;;
         # Only locales every image has: others make bash warn on every call.
@@ -118,8 +118,12 @@ exec 8> >( (trap '' INT TERM HUP QUIT
 inner='m=/run/ws-calls/$WS_CALL_ID.m
 : >"$m"
 if ! cd -- "$1" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$1" >&2
-    exit 125
+    if [[ -n $4 ]] && cd -- "$4" 2>/dev/null; then   # the client'"'"'s: see manager.claude.rewrite.CWD_ELSE
+        printf "workspace: the directory the last command reported ending in does not exist in the sandbox; starting in %s\n" "$4" >&2
+    else
+        printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$1" >&2
+        exit 125
+    fi
 fi
 [[ -n $3 ]] && trap "pwd -P >$m" EXIT
 __ws_cmd=$2
@@ -133,7 +137,7 @@ drop=()
 exec 3<&0
 (trap '' INT TERM HUP QUIT
  exec "$CLI" exec -i -u "$U" "${envs[@]}" "$CTR" ws-exec --id "$id" --host-pid $$ -- \
-     "${drop[@]}" /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT") <&3 3<&- 8>&- &
+     "${drop[@]}" /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT" "$__WS_CWD_ELSE") <&3 3<&- 8>&- &
 client=$!
 exec 3<&-
 sleeper=

@@ -39,6 +39,8 @@ from manager.fs.util import locked
 from manager.fs.util import write_atomic
 from manager.session.store import Session
 
+CWD_ELSE = "__WS_CWD_ELSE"   # manager.claude.rewrite.CWD_ELSE (the hook sits above the engines)
+
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
 HOLDER_PROGRAM = Path(__file__).parent   # run by its directory, -I: see __main__.py
 READY_TIMEOUT = 60.0  # a loaded machine can take long to build the mounts
@@ -164,6 +166,12 @@ class OverlayEngine:
             if replaced or pid is None or not os.path.isdir(cwd):
                 break
             self._replace(session, pid, cwd)
+        other = os.environ.pop(CWD_ELSE, "")   # the hook's: the client's own directory
+        if other.startswith("/") and other != cwd:
+            found = self._cwd_inside(session, other)
+            print("workspace: the directory the last command reported ending in does not exist "
+                  f"in the sandbox; starting in {found}", file=sys.stderr)
+            return found
         where = "outside only (removed inside the sandbox?)" if os.path.isdir(cwd) else "nowhere"
         raise EngineUnavailable(f"{cwd} does not exist in the sandbox; it exists {where}",
                                 hint="run the command from a directory that exists in the sandbox")

@@ -32,6 +32,10 @@ not_entered() {
     exit 125
 }
 
+cwd_else() {
+    printf 'workspace: the directory the last command reported ending in does not exist in the sandbox; starting in %s\n' "$1" >&2
+}
+
 fallback() {
     [[ -n $WORKSPACE_NO_FALLBACK ]] && not_entered "$1"
     exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
@@ -114,7 +118,12 @@ if [[ $view != "$pid" ]]; then
 fi
 # The holder's view of a directory made after it started can be stale (overlayfs
 # remembers a failed lookup; a directory with mounts below is a snapshot).
+if [[ ! -d /proc/self/fd/94$CWD && -n $__WS_CWD_ELSE && -d /proc/self/fd/94$__WS_CWD_ELSE ]]; then
+    cwd_else "$__WS_CWD_ELSE"   # where the last command said it ended is not there: the client's
+    CWD=$__WS_CWD_ELSE
+fi
 [[ -d /proc/self/fd/94$CWD ]] || fallback "$CWD does not exist in the sandbox"
+unset __WS_CWD_ELSE
 : >"$S/last-used"
 
 # The report file stays out here: only a pipe goes in (see the end).

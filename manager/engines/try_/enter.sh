@@ -96,11 +96,15 @@ unset EXECID try_remove_log try_mount_log TMPDIR TRY_SHELL
 [[ -n $__WS_TMPDIR_SET ]] && export TMPDIR=$__WS_TMPDIR
 [[ -n $__WS_TRY_SHELL_SET ]] && export TRY_SHELL=$__WS_TRY_SHELL
 if ! cd -- "$__WS_CWD" 2>/dev/null; then
-    printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$__WS_CWD" >&2
-    exit 125
+    if [[ -n $__WS_CWD_ELSE ]] && cd -- "$__WS_CWD_ELSE" 2>/dev/null; then   # the client'"'"'s: see manager.claude.rewrite.CWD_ELSE
+        printf "workspace: the directory the last command reported ending in does not exist in the sandbox; starting in %s\n" "$__WS_CWD_ELSE" >&2
+    else
+        printf "workspace: %s does not exist in the sandbox; the command did not run\n" "$__WS_CWD" >&2
+        exit 125
+    fi
 fi
 __ws_cmd=$__WS_CMD
-unset __WS_INNER __WS_CMD __WS_CWD __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __WS_TRY_SHELL_SET
+unset __WS_INNER __WS_CMD __WS_CWD __WS_CWD_ELSE __WS_TMPDIR __WS_TMPDIR_SET __WS_TRY_SHELL __WS_TRY_SHELL_SET
 # Job control: the command runs in a process group of its own, so `kill 0` in it
 # cannot signal the process group of the caller (the client shell).
 set -m
