@@ -87,7 +87,13 @@ CONTAINERS = [
 ]
 SUDO = ["sudo podman unshare touch {m}", "sudo git status", "sudo -u root docker ps",
         "sudo sh -c 'touch {m}'", "sudo -E docker ps"]
-CORPUS = GIT + GH + CONTAINERS + SUDO
+# Attack pass 3: a short letter means what its form says (`auth status -t` is --show-token,
+# the token hide keeps from sandboxed commands); gh runs --jq with the process's environment.
+GH_SECRETS = ["gh auth status -t", "gh auth status -at", "gh auth status -ta",
+              "gh auth status --active -t", "gh api user --jq env", "gh api user -q env",
+              "gh api user -q '$ENV'", "gh api user --jq='$ENV.HOME'",
+              "gh pr list --json title -q 'env|keys'", "gh api user -q 'include \"x\"; .'"]
+CORPUS = GIT + GH + CONTAINERS + SUDO + GH_SECRETS
 
 # The exact forms that still pass through (by default).
 STILL_PASS = [
@@ -104,6 +110,7 @@ STILL_PASS = [
     "podman push localhost:5000/team/app:1.2", "docker push ghcr.io/o/app:v1", "podman push 124f82edf45d",
     "docker pull alpine@sha256:" + "a" * 64, "docker tag app:1 registry.example.com:443/app:1",
     "docker run --rm -e A=1 ghcr.io/o/app:v1 true", "podman image pull quay.io/x/y",
+    "gh auth status -a", "gh api user --jq .login",
 ]
 
 
