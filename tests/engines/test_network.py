@@ -164,7 +164,9 @@ def test_off_on_every_engine(ws, tmp_path: Path, engine_name: str):
 
 
 def test_doctor_probes_the_confinement(ws):
-    """A refused host and an allowed loopback server, in a scratch sandbox of its own."""
+    """A refused host, an allowed loopback server and a direct attempt, in a scratch sandbox
+    of its own."""
     proc = ws("doctor", "--engine", "overlay", "--json", check=True)
     checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"]["overlay"]}
     assert checks["network confinement"]["ok"], checks["network confinement"]
+    assert checks["network confinement"]["detail"].endswith("direct attempts are refused and recorded")
