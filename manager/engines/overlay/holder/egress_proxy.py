@@ -6,7 +6,8 @@ by the holder before it made its own (:func:`start`); once it has, the holder ma
 listeners on 127.0.0.1:PORT inside and hands them over (SCM_RIGHTS on a socket pair: no
 path another process could connect to). What the proxy accepts on them comes from the
 sandbox; what it connects to is reached from the host. It reads one HTTP request
-(CONNECT host:port, or a plain request with an absolute URL), checks host and port
+(CONNECT host:port, or a plain request with an absolute URL), or a SOCKS5 CONNECT
+(:mod:`.socks`, on the same port), checks host and port
 against the list, and either relays the connection to that one host or answers 403.
 Each attempt, allowed or refused, becomes a JSON line in the sandbox's ``egress.jsonl``
 with the call that made it. With ``network`` off or a list, the proxy also reads the
@@ -23,6 +24,7 @@ import socket
 import threading
 import time
 
+from . import socks
 from .session_init import parent_of
 
 TYPE_CHECKING = False
@@ -256,6 +258,9 @@ class Proxy:
 
     def exchange(self, conn: socket.socket, entry: dict[str, object]) -> None:
         conn.settimeout(HEAD_TIMEOUT)
+        if conn.recv(1, socket.MSG_PEEK) == bytes([socks.VERSION]):
+            self.exchange_socks(conn, entry)
+            return
         head, rest = read_head(conn)
         request = parse_request(head)
         if request is None:
@@ -288,6 +293,33 @@ class Proxy:
                 upstream.sendall(rest)
             more_up, down = relay(conn, upstream)
             entry.update(up=up + more_up, down=down)
+
+    def exchange_socks(self, conn: socket.socket, entry: dict[str, object]) -> None:
+        request = socks.request(conn)
+        if request is None:
+            return
+        command, host, port = request
+        entry.update(method="SOCKS5", host=host, port=port, up=0, down=0, allowed=False)
+        if command != socks.CONNECT:
+            entry["error"] = f"SOCKS5 command {command}: only CONNECT is taken"
+            conn.sendall(socks.reply(socks.COMMAND_NOT_SUPPORTED))
+            return
+        if not allowed(self.allow, host, port):
+            conn.sendall(socks.reply(socks.NOT_ALLOWED))
+            return
+        entry["allowed"] = True
+        try:
+            upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+            conn.sendall(socks.reply(socks.failure(exc)))
+            return
+        with upstream:
+            conn.sendall(socks.reply(socks.OK))
+            conn.settimeout(None)
+            upstream.settimeout(None)
+            up, down = relay(conn, upstream)
+            entry.update(up=up, down=down)
 
     def record(self, entry: dict[str, object]) -> None:
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
