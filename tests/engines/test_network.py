@@ -170,3 +170,22 @@ def test_doctor_probes_the_confinement(ws):
     checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"]["overlay"]}
     assert checks["network confinement"]["ok"], checks["network confinement"]
     assert checks["network confinement"]["detail"].endswith("direct attempts are refused and recorded")
+
+
+@pytest.mark.parametrize(("engine_name", "setting", "ok", "said"), [
+    ("docker", "network: [pypi]\ncontainer:\n  network: true\n", False, "every call is refused"),
+    ("try-main", "network: off\n", True, "network off: try -x"),
+    ("try-0.2.0", "network: off\n", False, "this try has no -x"),
+], indirect=["engine_name"], ids=["docker-list", "try-main-off", "try-0.2.0-off"])
+def test_doctor_says_what_the_other_engines_confine(ws, tmp_path: Path, engine_name: str,
+                                                   setting: str, ok: bool, said: str):
+    """No proxy there: doctor says what they cut and refuse, and fails for a setting they refuse."""
+    path = tmp_path / "config/workspace/config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(setting)
+    cli = engine_name.split("-")[0]
+    proc = ws("doctor", "--engine", cli, "--json")
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"][cli]}
+    check = checks["network confinement"]
+    assert (check["ok"], said in check["detail"]) == (ok, True), check
+    assert check["warn"] or not ok   # it holds with a limit: no list of hosts
