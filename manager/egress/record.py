@@ -154,6 +154,10 @@ def stop_context(sandbox: Path) -> str | None:
     rows = hosts(refused)
     named = ", ".join(f"{address(r['host'], r['port'])} ({r['count']}x)" for r in rows[:5])
     more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    if mode(sandbox).get("mode") == "off":   # only direct attempts: there is no proxy
+        return (f"workspace: the sandbox refused {len(refused)} network connection(s): {named}{more}; "
+                "setting `network` is off for this session. Ask the user if the task needs the "
+                "network; do not try to get around it.")
     return (f"workspace: the sandbox refused {len(refused)} network connection(s) to hosts not in "
             f"this session's allow list (setting `network`): {named}{more}. Ask the user to allow "
             "a host if the task needs it; do not try to get around the proxy.")

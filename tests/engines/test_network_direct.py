@@ -93,6 +93,8 @@ def test_off_refuses_direct_attempts_at_once_and_records_them(ws, tmp_path: Path
     dns = next(e for e in network["record"] if e["port"] == 53)
     assert dns["query"] == "evil.example" and dns["up"] > 12
     assert network["refused"] == 5
+    assert {e["call"] for e in network["record"]} == {""}   # a `workspace run`: no call
+    assert "call (no call: workspace run" in ws("status", "--network", check=True).stdout
     # The host's side: the same server is reachable from here.
     socket.create_connection((host, port), timeout=5).close()
 
@@ -121,6 +123,18 @@ def test_a_list_records_direct_attempts_per_call(claude: Claude, ws, tmp_path: P
     as_json = json.loads(ws("status", "--network", "--json", check=True).stdout)
     assert [c["call"] for c in as_json["calls"]] == ["toolu_0001", "toolu_0002"]
     assert len(as_json["calls"][0]["attempts"]) == 5
+    stop = claude.hook("Stop", {"stop_hook_active": False}).json
+    context = stop["hookSpecificOutput"]["additionalContext"]
+    assert "refused 6 network connection(s)" in context and "192.0.2.53:53 (1x)" in context, context
+
+
+def test_off_tells_the_model_at_stop(claude: Claude, tmp_path: Path):
+    _config(tmp_path, "off")
+    claude.start()
+    claude.bash("curl -s -m 5 --noproxy '*' http://192.0.2.80:8080/; echo curl=$?")
+    context = claude.hook("Stop", {"stop_hook_active": False}).json["hookSpecificOutput"][
+        "additionalContext"]
+    assert "192.0.2.80:8080 (1x)" in context and "`network` is off" in context, context
 
 
 @pytest.fixture

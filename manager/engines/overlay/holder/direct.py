@@ -167,7 +167,10 @@ class Watcher:
         frame, address = self.sock.recvfrom(1 << 16)
         if address[2] == PACKET_OUTGOING:
             return None   # our own refusals
-        attempt = parse(frame)
+        try:
+            attempt = parse(frame)
+        except (ValueError, IndexError, struct.error):
+            return None   # a frame a command forged (root inside can write to ws0): not one
         if attempt is None:
             return None
         now = time.monotonic()
