@@ -1,6 +1,7 @@
 """Direct connection attempts (issue 24): with ``network`` off or a list, a command that
-connects around the proxy (TCP, UDP, a DNS query, curl --noproxy) fails at once, and each
-attempt is on the record with the call that made it; the sandbox has no route out.
+connects around the proxy (TCP, UDP, a DNS query to a nameserver out there or on loopback,
+curl --noproxy) fails at once, and each attempt is on the record with the call that made
+it; the sandbox has no route out.
 
 The server the commands try to reach listens on every address of this machine, its
 own non-loopback one included: reachable from here, not from the sandbox.
@@ -40,6 +41,14 @@ attempt("tcp", socket.AF_INET, socket.SOCK_STREAM, ("{host}", {port}))
 attempt("udp", socket.AF_INET, socket.SOCK_DGRAM, ("192.0.2.7", 4444), b"x" * 5)
 attempt("dns", socket.AF_INET, socket.SOCK_DGRAM, ("192.0.2.53", 53), query)
 attempt("tcp6", socket.AF_INET6, socket.SOCK_STREAM, ("2001:db8::9", 443))
+local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+local.settimeout(8)
+local.connect(("127.0.0.53", 53))   # a host whose resolver is systemd-resolved's
+local.send(query.replace(b"evil", b"near"))
+answer = local.recv(512)
+local.send(query.replace(b"evil", b"near"))   # a resolver's retry: the same lookup
+local.recv(512)
+print("localdns rcode", answer[3] & 15, "question", answer[12:] == query[12:].replace(b"evil", b"near"))
 EOF
 curl -s -m 8 --noproxy '*' http://192.0.2.80:8080/; echo curl=$?
 """
@@ -84,15 +93,18 @@ def test_off_refuses_direct_attempts_at_once_and_records_them(ws, tmp_path: Path
     proc = ws("run", "-c", ATTEMPTS.format(host=host, port=port), check=True)
     results = _results(proc.stdout)
     _refused_fast(results)
+    assert results["localdns"] == ["rcode", "5", "question", "True"], proc.stdout   # REFUSED
     assert "curl=7" in proc.stdout, proc.stdout
     network = json.loads(ws("status", "--json", check=True).stdout)["network"]
     seen = {(e["proto"], e["host"], e["port"]) for e in network["record"]}
     assert seen == {("tcp", host, port), ("udp", "192.0.2.7", 4444), ("udp", "192.0.2.53", 53),
-                    ("tcp", "2001:db8::9", 443), ("tcp", "192.0.2.80", 8080)}, network["record"]
+                    ("tcp", "2001:db8::9", 443), ("tcp", "192.0.2.80", 8080),
+                    ("udp", "127.0.0.53", 53)}, network["record"]
     assert all(e["via"] == "direct" and e["allowed"] is False for e in network["record"])
-    dns = next(e for e in network["record"] if e["port"] == 53)
-    assert dns["query"] == "evil.example" and dns["up"] > 12
-    assert network["refused"] == 5
+    queries = {e["host"]: e["query"] for e in network["record"] if e["port"] == 53}
+    assert queries == {"192.0.2.53": "evil.example", "127.0.0.53": "near.example"}
+    assert [e["host"] for e in network["record"]].count("127.0.0.53") == 1   # retried: once
+    assert network["refused"] == 6
     assert {e["call"] for e in network["record"]} == {""}   # a `workspace run`: no call
     assert "call (no call: workspace run" in ws("status", "--network", check=True).stdout
     # The host's side: the same server is reachable from here.
@@ -122,10 +134,11 @@ def test_a_list_records_direct_attempts_per_call(claude: Claude, ws, tmp_path: P
     assert "REFUSED 192.0.2.99:81" in blocks[1] and "direct" not in blocks[1]
     as_json = json.loads(ws("status", "--network", "--json", check=True).stdout)
     assert [c["call"] for c in as_json["calls"]] == ["toolu_0001", "toolu_0002"]
-    assert len(as_json["calls"][0]["attempts"]) == 5
+    assert len(as_json["calls"][0]["attempts"]) == 6
+    assert "REFUSED 127.0.0.53:53 direct udp (dns near.example)" in blocks[0]
     stop = claude.hook("Stop", {"stop_hook_active": False}).json
     context = stop["hookSpecificOutput"]["additionalContext"]
-    assert "refused 6 network connection(s)" in context and "192.0.2.53:53 (1x)" in context, context
+    assert "refused 7 network connection(s)" in context and "192.0.2.53:53 (1x)" in context, context
 
 
 def test_off_tells_the_model_at_stop(claude: Claude, tmp_path: Path):

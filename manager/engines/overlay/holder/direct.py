@@ -68,6 +68,10 @@ class Attempt:
 
     @property
     def key(self) -> tuple[object, ...]:
+        """One attempt's packets: a SYN and its retries; a lookup's queries (A, AAAA, the
+        resolver's retries, on whatever ports) for one name."""
+        if self.proto == UDP and self.dport == 53:
+            return "dns", self.dst, dns_question(self.l4[8:])
         return self.proto, self.src, self.sport, self.dst, self.dport
 
     def entry(self) -> dict[str, object]:
@@ -137,29 +141,38 @@ def checksum(data: bytes) -> int:
 
 def dns_question(message: bytes) -> str:
     """The name a DNS query asks for ("" when it is not one)."""
-    labels, offset = [], 12
-    try:
-        if struct.unpack_from("!H", message, 4)[0] < 1:
-            return ""
-        while message[offset]:
-            length = message[offset]
-            if length > 63:
-                return ""
-            labels.append(message[offset + 1:offset + 1 + length].decode("ascii", "replace"))
-            offset += 1 + length
-    except (IndexError, struct.error):
-        return ""
-    return ".".join(labels)
+    from .dns import question
+
+    return question(message)[0]
+
+
+class Limiter:
+    """Which attempts go on the record: each once (a retry is the same attempt), at most
+    RATE a second (a flood is refused all the same, but cannot fill the disk quickly)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[object, ...], float] = {}
+        self.second, self.count = 0, 0
+
+    def new(self, key: tuple[object, ...]) -> bool:
+        now = time.monotonic()
+        if len(self.seen) > 4096:
+            self.seen = {k: t for k, t in self.seen.items() if now - t < DEDUP_SECONDS}
+        new = now - self.seen.get(key, -DEDUP_SECONDS) >= DEDUP_SECONDS
+        self.seen[key] = now
+        if int(now) != self.second:
+            self.second, self.count = int(now), 0
+        self.count += new
+        return new and self.count <= RATE
 
 
 class Watcher:
     """The proxy's side: reads the watched end, records each attempt once, refuses it."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, limiter: Limiter) -> None:
         self.sock = sock
         self.mac = sock.getsockname()[4]
-        self.seen: dict[tuple[object, ...], float] = {}
-        self.second, self.count = 0, 0
+        self.limiter = limiter
 
     def read(self) -> tuple[Attempt, bool] | None:
         """The next attempt and whether to record it (new, and under the rate); None for
@@ -173,15 +186,7 @@ class Watcher:
             return None   # a frame a command forged (root inside can write to ws0): not one
         if attempt is None:
             return None
-        now = time.monotonic()
-        if len(self.seen) > 4096:
-            self.seen = {k: t for k, t in self.seen.items() if now - t < DEDUP_SECONDS}
-        new = now - self.seen.get(attempt.key, -DEDUP_SECONDS) >= DEDUP_SECONDS
-        self.seen[attempt.key] = now
-        if int(now) != self.second:
-            self.second, self.count = int(now), 0
-        self.count += new
-        return attempt, new and self.count <= RATE
+        return attempt, self.limiter.new(attempt.key)
 
     def refuse(self, attempt: Attempt) -> None:
         with contextlib.suppress(OSError):   # the pair gone with the namespace: none to answer

@@ -29,6 +29,7 @@ from .session_init import parent_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .direct import Limiter
     from .direct import Watcher
 
 POLICY = "network.json"      # {"mode": "open"|"off"|"list", "allow": [...]}, by the launcher
@@ -160,17 +161,20 @@ class HolderNetwork:
         if self.channel is None:
             return
         from . import direct
+        from . import dns
 
         loopback_up()
         listeners = listen() if self.mode == "list" else []
+        resolvers = dns.listen(dns.loopback_nameservers())
         try:
             watched = [direct.setup()]
         except OSError as exc:
             watched = []
             log.append(f"network: direct connections are refused but not recorded ({exc})")
-        message = os.getpid().to_bytes(4, "little") + bytes([len(listeners)])
-        socket.send_fds(self.channel, [message], [s.fileno() for s in (*listeners, *watched)])
-        for s in (*listeners, *watched):
+        message = os.getpid().to_bytes(4, "little") + bytes([len(listeners), len(resolvers)])
+        handed = (*listeners, *resolvers, *watched)
+        socket.send_fds(self.channel, [message], [s.fileno() for s in handed])
+        for s in handed:
             s.close()
 
     def serve(self, session_fd: int) -> None:
@@ -195,19 +199,23 @@ class Proxy:
         them until the channel closes (the holder is gone)."""
         import selectors
 
+        from .direct import Limiter
         from .direct import Watcher
 
-        data, fds, _, _ = socket.recv_fds(channel, 5, 4)
-        if len(data) != 5:
+        data, fds, _, _ = socket.recv_fds(channel, 6, 16)
+        if len(data) != 6:
             return
-        holder, count = int.from_bytes(data[:4], "little"), data[4]
-        watcher = Watcher(socket.socket(fileno=fds[count])) if len(fds) > count else None
+        holder, count, resolvers = int.from_bytes(data[:4], "little"), data[4], data[5]
+        limiter = Limiter()
+        rest = fds[count + resolvers:]
+        watcher = Watcher(socket.socket(fileno=rest[0]), limiter) if rest else None
+        dns_socks = {fd: socket.socket(fileno=fd) for fd in fds[count:count + resolvers]}
         with selectors.DefaultSelector() as sel:
             sel.register(channel, selectors.EVENT_READ)
             for fd in fds[:count]:
                 sel.register(socket.socket(fileno=fd), selectors.EVENT_READ)
-            if watcher is not None:
-                sel.register(watcher.sock, selectors.EVENT_READ)
+            for sock in (*dns_socks.values(), *([watcher.sock] if watcher else [])):
+                sel.register(sock, selectors.EVENT_READ)
             while True:
                 for key, _ in sel.select():
                     if key.fileobj is channel:
@@ -216,6 +224,9 @@ class Proxy:
                         continue
                     if watcher is not None and key.fileobj is watcher.sock:
                         self.watched(watcher, holder)
+                        continue
+                    if key.fd in dns_socks:
+                        self.resolver(dns_socks[key.fd], limiter, holder)
                         continue
                     listener: socket.socket = key.fileobj  # type: ignore[assignment]
                     with contextlib.suppress(OSError):
@@ -240,6 +251,37 @@ class Proxy:
             entry = attempt.entry()
             entry["call"] = direct_caller(holder, str(entry["proto"]), attempt.sport, attempt.dport)
             watcher.refuse(attempt)
+            self.record(entry)
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def resolver(self, sock: socket.socket, limiter: Limiter, holder: int) -> None:
+        """A query to a loopback nameserver (:mod:`.dns`): recorded once, answered REFUSED."""
+        from . import dns
+
+        try:
+            query, peer = sock.recvfrom(1 << 16)
+        except OSError:
+            return
+        name, _ = dns.question(query)
+        answer_ = dns.refusal(query)
+        if not limiter.new(("dns", sock.getsockname()[0], name)):   # one lookup: A, AAAA, retries
+            if answer_:
+                with contextlib.suppress(OSError):
+                    sock.sendto(answer_, peer)
+            return
+        here = sock.getsockname()
+
+        def run() -> None:
+            entry: dict[str, object] = {
+                "time": round(time.time(), 3), "host": here[0], "port": 53, "proto": "udp",
+                "via": "direct", "allowed": False, "up": len(query), "down": 0,
+                "call": direct_caller(holder, "udp", peer[1], 0)}
+            if name:
+                entry["query"] = name
+            if answer_:
+                with contextlib.suppress(OSError):
+                    sock.sendto(answer_, peer)
             self.record(entry)
 
         threading.Thread(target=run, daemon=True).start()
