@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--all", action="store_true",
                    help="list every file: new directories, ignored files and git internals too")
     p.add_argument("--short", "-s", action="store_true", help="one line per entry")
+    p.add_argument("--network", action="store_true",
+                   help="only the egress record: each call's connection attempts (setting network)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these paths (listed in full)")
     p.set_defaults(func=status)
 
@@ -36,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def status(args: argparse.Namespace) -> int:
     ctx = Context.load(args.project)
     session = ctx.session(args.session)
+    if args.network:
+        return _network_only(session, as_json=args.json)
     drift = ctx.engine_drift(session)
     if drift is not None:   # shown, not kept: it holds as long as the configuration says it
         session.notes = [*session.notes, f"engine: {drift}"]
@@ -80,6 +84,19 @@ def render(session: Session, found: list[Change], *, expand: bool, short: bool,
     out.append(ui.paint("  (workspace diff to review; workspace commit [PATH...] to apply; "
                         "workspace discard --yes [PATH...] to drop)", "dim"))
     return out
+
+
+def _network_only(session: Session, as_json: bool) -> int:
+    """``--network``: the record per call, without walking the changes."""
+    from manager.egress import record
+
+    if as_json:
+        data = record.as_json(session.sandbox)
+        ui.dump_json({"session": session.id, **data, "calls": record.by_call(data["record"])})
+        return 0
+    for line in record.render_calls(session.sandbox):
+        print(ui.paint(line, "red") if "REFUSED" in line else line)
+    return 0
 
 
 def _network(session: Session) -> list[str]:

@@ -95,15 +95,19 @@ def try_flag(config: Config, project: str, try_path: str, flag: str) -> str:
         raise EngineUnavailable(
             "network is a list of hosts, which the try engine cannot enforce (no proxy)",
             hint="use engine overlay, or network: off")
-    try:
-        with open(try_path, encoding="utf-8", errors="replace") as f:
-            has_x = '(x)' in f.read()
-    except OSError:
-        has_x = False
-    if not has_x:
+    if not try_has_x(try_path):
         raise EngineUnavailable(f"network is off, and {try_path} has no -x to cut the network",
                                 hint="install binpash/try main (it has -x), or use engine overlay")
     return "-x" + flag.removeprefix("-")   # getopts takes clustered flags: -xN DIR
+
+
+def try_has_x(try_path: str) -> bool:
+    """Whether the try script takes -x (its own network namespace: try main)."""
+    try:
+        with open(try_path, encoding="utf-8", errors="replace") as f:
+            return '(x)' in f.read()
+    except OSError:
+        return False
 
 
 def changed(sandbox: Path, config: Config, project: str) -> bool:

@@ -1,6 +1,8 @@
-"""The egress record: every connection attempt through a session's proxy, as the proxy
+"""The egress record: every connection attempt through a session's proxy, and every direct
+one around it (``via: direct``, refused: engines/overlay/holder/direct.py), as the proxy
 appended it to ``egress.jsonl`` in the sandbox directory (see engines/overlay/holder/egress_proxy.py),
-summed up for ``workspace status`` and the Stop hook."""
+summed up for ``workspace status`` and the Stop hook, and listed per call
+(``workspace status --network``)."""
 
 from __future__ import annotations
 
@@ -43,12 +45,22 @@ def mode(sandbox: Path) -> dict[str, Any]:
     return policy if isinstance(policy, dict) else {"mode": "open", "allow": []}
 
 
+def address(host: str, port: object) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def way(entry: dict[str, Any]) -> str:
+    """"direct tcp" / "direct udp" for an attempt around the proxy, "" for one through it."""
+    return f"direct {entry.get('proto') or 'tcp'}" if entry.get("via") == "direct" else ""
+
+
 def hosts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (host, port, allowed): counts, bytes and calls; refused first, then by count."""
-    table: dict[tuple[str, int, bool], dict[str, Any]] = {}
+    """Per (host, port, allowed, way): counts, bytes and calls; refused first, then by count."""
+    table: dict[tuple[str, int, bool, str], dict[str, Any]] = {}
     for e in entries:
-        key = (e["host"], int(e.get("port") or 0), bool(e.get("allowed")))
+        key = (e["host"], int(e.get("port") or 0), bool(e.get("allowed")), way(e))
         row = table.setdefault(key, {"host": key[0], "port": key[1], "allowed": key[2],
+                                     "via": "direct" if key[3] else "proxy",
                                      "count": 0, "up": 0, "down": 0, "calls": []})
         row["count"] += 1
         row["up"] += int(e.get("up") or 0)
@@ -78,7 +90,45 @@ def render(sandbox: Path) -> list[str]:
         verdict = "allowed" if row["allowed"] else "REFUSED"
         calls = f"  calls: {', '.join(row['calls'])}" if row["calls"] else ""
         size = f", {row['up']} B up, {row['down']} B down" if row["allowed"] else ""
-        out.append(f"  {verdict} {row['host']}:{row['port']}  {row['count']}x{size}{calls}")
+        direct = " direct" if row["via"] == "direct" else ""
+        out.append(f"  {verdict} {address(row['host'], row['port'])}{direct}  {row['count']}x{size}{calls}")
+    return out
+
+
+def by_call(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts grouped by the call that made them, calls in the order of their first
+    attempt; those no call can be told for ("": a `workspace run`, a command left running,
+    a datagram whose sender had ended) last."""
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        calls.setdefault(str(e.get("call") or ""), []).append(e)
+    ordered = [c for c in calls if c] + ([""] if "" in calls else [])
+    return [{"call": c, "attempts": calls[c],
+             "refused": sum(1 for e in calls[c] if not e.get("allowed"))} for c in ordered]
+
+
+def describe(entry: dict[str, Any]) -> str:
+    verdict = "allowed" if entry.get("allowed") else "REFUSED"
+    what = way(entry) or str(entry.get("method") or "")
+    query = f" (dns {entry['query']})" if entry.get("query") else ""
+    size = f", {entry.get('up', 0)} B up, {entry.get('down', 0)} B down" if entry.get("allowed") else ""
+    error = f", {entry['error']}" if entry.get("error") else ""
+    return f"{verdict} {address(entry['host'], entry.get('port', 0))} {what}{query}{size}{error}".rstrip()
+
+
+def render_calls(sandbox: Path) -> list[str]:
+    """``workspace status --network``: each call's attempts, in order."""
+    import time
+
+    data = as_json(sandbox)
+    what = {"off": "off", "list": "only " + ", ".join(data["allow"])}.get(data["mode"], data["mode"])
+    out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused"]
+    for group in by_call(data["record"]):
+        name = group["call"] or "(no call: workspace run, or a command left running)"
+        out.append(f"call {name}: {len(group['attempts'])} attempts, {group['refused']} refused")
+        for e in group["attempts"]:
+            when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
+            out.append(f"  {when} {describe(e)}")
     return out
 
 
@@ -102,8 +152,12 @@ def stop_context(sandbox: Path) -> str | None:
     if not refused:
         return None
     rows = hosts(refused)
-    named = ", ".join(f"{r['host']}:{r['port']} ({r['count']}x)" for r in rows[:5])
+    named = ", ".join(f"{address(r['host'], r['port'])} ({r['count']}x)" for r in rows[:5])
     more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    if mode(sandbox).get("mode") == "off":   # only direct attempts: there is no proxy
+        return (f"workspace: the sandbox refused {len(refused)} network connection(s): {named}{more}; "
+                "setting `network` is off for this session. Ask the user if the task needs the "
+                "network; do not try to get around it.")
     return (f"workspace: the sandbox refused {len(refused)} network connection(s) to hosts not in "
             f"this session's allow list (setting `network`): {named}{more}. Ask the user to allow "
             "a host if the task needs it; do not try to get around the proxy.")

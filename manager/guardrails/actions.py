@@ -98,7 +98,9 @@ def on_prompt(event: Event) -> Outcome:
 
 
 def on_stop(event: Event, subagent: bool = False) -> Outcome:
-    return _guarded(event, lambda t, e: _with_egress(t, _stop(t, e, subagent)))
+    # The egress record is no guard rail: a project without git hears of it too.
+    return _guarded(event, lambda t, e: _with_egress(t, _stop(t, e, subagent)),
+                    without_git=lambda t, e: _with_egress(t, QUIET))
 
 
 def _with_egress(target: Target, outcome: Outcome) -> Outcome:
@@ -119,13 +121,14 @@ def _joined(first: str | None, second: str) -> str:
     return f"{first}\n{second}" if first else second
 
 
-def _guarded(event: Event, action: Callable[[Target, Event], Outcome]) -> Outcome:
+def _guarded(event: Event, action: Callable[[Target, Event], Outcome],
+             without_git: Callable[[Target, Event], Outcome] | None = None) -> Outcome:
     if not event.session_id:
         return NO_SESSION
     try:
         target = for_hook(event.session_id, event.cwd)
         if target.shadow is None:
-            return QUIET
+            return without_git(target, event) if without_git else QUIET
         return action(target, event)
     except WorkspaceError as exc:
         return Outcome(notice=f"workspace guard rails skipped: {exc}")

@@ -158,12 +158,34 @@ def test_off_on_every_engine(ws, tmp_path: Path, engine_name: str):
         assert proc.returncode != 0 and "has no -x" in proc.stderr, proc.stderr
         return
     assert proc.returncode == 0, proc.stderr
-    interfaces = [line.split(":")[0].strip() for line in proc.stdout.splitlines()[2:]]
-    assert interfaces == ["lo"], proc.stdout
+    interfaces = sorted(line.split(":")[0].strip() for line in proc.stdout.splitlines()[2:])
+    # The overlay engine's watched pair (holder/direct.py) has both ends inside: no way out.
+    assert interfaces == (["lo", "ws0", "ws1"] if engine_name == "overlay" else ["lo"]), proc.stdout
 
 
 def test_doctor_probes_the_confinement(ws):
-    """A refused host and an allowed loopback server, in a scratch sandbox of its own."""
+    """A refused host, an allowed loopback server and a direct attempt, in a scratch sandbox
+    of its own."""
     proc = ws("doctor", "--engine", "overlay", "--json", check=True)
     checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"]["overlay"]}
     assert checks["network confinement"]["ok"], checks["network confinement"]
+    assert checks["network confinement"]["detail"].endswith("direct attempts are refused and recorded")
+
+
+@pytest.mark.parametrize(("engine_name", "setting", "ok", "said"), [
+    ("docker", "network: [pypi]\ncontainer:\n  network: true\n", False, "every call is refused"),
+    ("try-main", "network: off\n", True, "network off: try -x"),
+    ("try-0.2.0", "network: off\n", False, "this try has no -x"),
+], indirect=["engine_name"], ids=["docker-list", "try-main-off", "try-0.2.0-off"])
+def test_doctor_says_what_the_other_engines_confine(ws, tmp_path: Path, engine_name: str,
+                                                   setting: str, ok: bool, said: str):
+    """No proxy there: doctor says what they cut and refuse, and fails for a setting they refuse."""
+    path = tmp_path / "config/workspace/config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(setting)
+    cli = engine_name.split("-")[0]
+    proc = ws("doctor", "--engine", cli, "--json")
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["engines"][cli]}
+    check = checks["network confinement"]
+    assert (check["ok"], said in check["detail"]) == (ok, True), check
+    assert check["warn"] or not ok   # it holds with a limit: no list of hosts

@@ -107,8 +107,9 @@ if [[ ! /proc/$view/ns/net -ef /proc/self/ns/net ]]; then
     read -r net_mode net_port 2>/dev/null <"$S/network"
     if [[ $net_mode == proxy ]]; then
         p=http://127.0.0.1:$net_port
-        export HTTP_PROXY=$p HTTPS_PROXY=$p ALL_PROXY=$p http_proxy=$p https_proxy=$p \
-            all_proxy=$p NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
+        s=socks5h://127.0.0.1:$net_port   # the same port takes SOCKS5 (holder/socks.py)
+        export HTTP_PROXY=$p HTTPS_PROXY=$p ALL_PROXY=$s http_proxy=$p https_proxy=$p \
+            all_proxy=$s NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
     fi
 fi
 # Still the holder's child (so the init, not a process that got its pid): those are its.

@@ -43,7 +43,8 @@ class TryEngine:
         return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
-        return try_probe.checks(self.config["try.path"])
+        from manager.engines import netcheck
+        return [*try_probe.checks(self.config["try.path"]), netcheck.for_try(self.config)]
 
     # -- sandbox ------------------------------------------------------------
 

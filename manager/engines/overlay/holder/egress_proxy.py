@@ -6,10 +6,13 @@ by the holder before it made its own (:func:`start`); once it has, the holder ma
 listeners on 127.0.0.1:PORT inside and hands them over (SCM_RIGHTS on a socket pair: no
 path another process could connect to). What the proxy accepts on them comes from the
 sandbox; what it connects to is reached from the host. It reads one HTTP request
-(CONNECT host:port, or a plain request with an absolute URL), checks host and port
+(CONNECT host:port, or a plain request with an absolute URL), or a SOCKS5 CONNECT
+(:mod:`.socks`, on the same port), checks host and port
 against the list, and either relays the connection to that one host or answers 403.
 Each attempt, allowed or refused, becomes a JSON line in the sandbox's ``egress.jsonl``
-with the call that made it.
+with the call that made it. With ``network`` off or a list, the proxy also reads the
+namespace's watched way out (:mod:`.direct`): connections made around the proxy are
+refused at once and recorded too.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ import socket
 import threading
 import time
 
+from . import socks
 from .session_init import parent_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .direct import Limiter
+    from .direct import Watcher
 
 POLICY = "network.json"      # {"mode": "open"|"off"|"list", "allow": [...]}, by the launcher
 RECORD = "egress.jsonl"
@@ -140,23 +149,33 @@ class HolderNetwork:
         self.mode = str(policy["mode"])
         allow = policy.get("allow")
         self.allow = [str(a) for a in allow] if isinstance(allow, list) else []
-        self.channel = start(sandbox, self.allow) if self.mode == "list" else None
+        self.channel = start(sandbox, self.allow) if self.isolated else None
 
     @property
     def isolated(self) -> bool:
         return self.mode != "open"
 
-    def inside(self) -> None:
-        """In the new namespaces, as their root: loopback, and the proxy's listeners."""
-        if not self.isolated:
+    def inside(self, log: list[str]) -> None:
+        """In the new namespaces, as their root: loopback, the proxy's listeners (a list)
+        and the watched way out (both), handed to the proxy."""
+        if self.channel is None:
             return
+        from . import direct
+        from . import dns
+
         loopback_up()
-        if self.channel is not None:
-            listeners = listen()
-            socket.send_fds(self.channel, [os.getpid().to_bytes(4, "little")],
-                            [s.fileno() for s in listeners])
-            for s in listeners:
-                s.close()
+        listeners = listen() if self.mode == "list" else []
+        resolvers = dns.listen(dns.loopback_nameservers())
+        try:
+            watched = [direct.setup()]
+        except OSError as exc:
+            watched = []
+            log.append(f"network: direct connections are refused but not recorded ({exc})")
+        message = os.getpid().to_bytes(4, "little") + bytes([len(listeners), len(resolvers)])
+        handed = (*listeners, *resolvers, *watched)
+        socket.send_fds(self.channel, [message], [s.fileno() for s in handed])
+        for s in handed:
+            s.close()
 
     def serve(self, session_fd: int) -> None:
         """After the pivot: the state file the entry script reads."""
@@ -180,24 +199,92 @@ class Proxy:
         them until the channel closes (the holder is gone)."""
         import selectors
 
-        data, fds, _, _ = socket.recv_fds(channel, 4, 4)
-        if len(data) != 4 or not fds:
+        from .direct import Limiter
+        from .direct import Watcher
+
+        data, fds, _, _ = socket.recv_fds(channel, 6, 16)
+        if len(data) != 6:
             return
-        holder = int.from_bytes(data, "little")
+        holder, count, resolvers = int.from_bytes(data[:4], "little"), data[4], data[5]
+        limiter = Limiter()
+        rest = fds[count + resolvers:]
+        watcher = Watcher(socket.socket(fileno=rest[0]), limiter) if rest else None
+        dns_socks = {fd: socket.socket(fileno=fd) for fd in fds[count:count + resolvers]}
         with selectors.DefaultSelector() as sel:
             sel.register(channel, selectors.EVENT_READ)
-            for fd in fds:
+            for fd in fds[:count]:
                 sel.register(socket.socket(fileno=fd), selectors.EVENT_READ)
+            for sock in (*dns_socks.values(), *([watcher.sock] if watcher else [])):
+                sel.register(sock, selectors.EVENT_READ)
             while True:
                 for key, _ in sel.select():
                     if key.fileobj is channel:
                         if not channel.recv(1):
                             return
                         continue
+                    if watcher is not None and key.fileobj is watcher.sock:
+                        self.watched(watcher, holder)
+                        continue
+                    if key.fd in dns_socks:
+                        self.resolver(dns_socks[key.fd], limiter, holder)
+                        continue
                     listener: socket.socket = key.fileobj  # type: ignore[assignment]
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
                         threading.Thread(target=self.handle, args=(conn, holder), daemon=True).start()
+
+    def watched(self, watcher: Watcher, holder: int) -> None:
+        """A direct attempt: refused at once, recorded (once) with its call, found first
+        (the refusal ends the socket that tells it)."""
+        try:
+            read = watcher.read()
+        except OSError:
+            return
+        if read is None:
+            return
+        attempt, record = read
+        if not record:
+            watcher.refuse(attempt)
+            return
+
+        def run() -> None:
+            entry = attempt.entry()
+            entry["call"] = direct_caller(holder, str(entry["proto"]), attempt.sport, attempt.dport)
+            watcher.refuse(attempt)
+            self.record(entry)
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def resolver(self, sock: socket.socket, limiter: Limiter, holder: int) -> None:
+        """A query to a loopback nameserver (:mod:`.dns`): recorded once, answered REFUSED."""
+        from . import dns
+
+        try:
+            query, peer = sock.recvfrom(1 << 16)
+        except OSError:
+            return
+        name, _ = dns.question(query)
+        answer_ = dns.refusal(query)
+        if not limiter.new(("dns", sock.getsockname()[0], name)):   # one lookup: A, AAAA, retries
+            if answer_:
+                with contextlib.suppress(OSError):
+                    sock.sendto(answer_, peer)
+            return
+        here = sock.getsockname()
+
+        def run() -> None:
+            entry: dict[str, object] = {
+                "time": round(time.time(), 3), "host": here[0], "port": 53, "proto": "udp",
+                "via": "direct", "allowed": False, "up": len(query), "down": 0,
+                "call": direct_caller(holder, "udp", peer[1], 0)}
+            if name:
+                entry["query"] = name
+            if answer_:
+                with contextlib.suppress(OSError):
+                    sock.sendto(answer_, peer)
+            self.record(entry)
+
+        threading.Thread(target=run, daemon=True).start()
 
     def handle(self, conn: socket.socket, holder: int) -> None:
         entry: dict[str, object] = {"time": round(time.time(), 3), "call": caller(conn, holder)}
@@ -213,6 +300,9 @@ class Proxy:
 
     def exchange(self, conn: socket.socket, entry: dict[str, object]) -> None:
         conn.settimeout(HEAD_TIMEOUT)
+        if conn.recv(1, socket.MSG_PEEK) == bytes([socks.VERSION]):
+            self.exchange_socks(conn, entry)
+            return
         head, rest = read_head(conn)
         request = parse_request(head)
         if request is None:
@@ -245,6 +335,33 @@ class Proxy:
                 upstream.sendall(rest)
             more_up, down = relay(conn, upstream)
             entry.update(up=up + more_up, down=down)
+
+    def exchange_socks(self, conn: socket.socket, entry: dict[str, object]) -> None:
+        request = socks.request(conn)
+        if request is None:
+            return
+        command, host, port = request
+        entry.update(method="SOCKS5", host=host, port=port, up=0, down=0, allowed=False)
+        if command != socks.CONNECT:
+            entry["error"] = f"SOCKS5 command {command}: only CONNECT is taken"
+            conn.sendall(socks.reply(socks.COMMAND_NOT_SUPPORTED))
+            return
+        if not allowed(self.allow, host, port):
+            conn.sendall(socks.reply(socks.NOT_ALLOWED))
+            return
+        entry["allowed"] = True
+        try:
+            upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+            conn.sendall(socks.reply(socks.failure(exc)))
+            return
+        with upstream:
+            conn.sendall(socks.reply(socks.OK))
+            conn.settimeout(None)
+            upstream.settimeout(None)
+            up, down = relay(conn, upstream)
+            entry.update(up=up, down=down)
 
     def record(self, entry: dict[str, object]) -> None:
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
@@ -350,10 +467,25 @@ def caller(conn: socket.socket, holder: int) -> str:
     environment: a command cannot claim another call's id."""
     try:
         port = conn.getpeername()[1]
-        inode = _socket_inode(holder, port)
+        inode = _socket_inode(holder, ("tcp", "tcp6"), port, PORT)
         pid = _owner(holder, inode) if inode else None
     except OSError:
         return ""
+    return _call_above(pid)
+
+
+def direct_caller(holder: int, proto: str, local: int, remote: int) -> str:
+    """The call of a direct attempt's socket (``proto`` tcp or udp, its local port); ""
+    when it is gone already (a datagram sent by a command that has ended)."""
+    try:
+        inode = _socket_inode(holder, (proto, proto + "6"), local, remote if proto == "tcp" else None)
+        pid = _owner(holder, inode) if inode else None
+    except OSError:
+        return ""
+    return _call_above(pid)
+
+
+def _call_above(pid: int | None) -> str:
     while pid is not None and pid > 1:
         call = _call_of(pid)
         if call is not None:
@@ -362,15 +494,16 @@ def caller(conn: socket.socket, holder: int) -> str:
     return ""
 
 
-def _socket_inode(holder: int, port: int) -> str:
-    """The inode of the client socket local port ``port`` -> PORT, in the holder's namespace."""
-    for table in ("tcp", "tcp6"):
+def _socket_inode(holder: int, tables: tuple[str, ...], port: int, remote_port: int | None) -> str:
+    """The inode of the socket of local port ``port`` (to ``remote_port``) in the holder's
+    namespace."""
+    for table in tables:
         with contextlib.suppress(OSError), open(f"/proc/{holder}/net/{table}", encoding="ascii") as f:
             next(f, None)
             for line in f:
                 fields = line.split()
                 local, remote = fields[1].rsplit(":", 1)[1], fields[2].rsplit(":", 1)[1]
-                if int(local, 16) == port and int(remote, 16) == PORT:
+                if int(local, 16) == port and remote_port in (None, int(remote, 16)):
                     return fields[9]
     return ""
 

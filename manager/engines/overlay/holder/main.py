@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
     try:
         network = egress_proxy.HolderNetwork(str(sandbox))   # network: before the namespaces
         enter_namespaces(pid_namespace=True, net_namespace=network.isolated)
-        network.inside()
+        network.inside(builder.log)
         builder.build(project)
         builder.hidden = hide.apply(builder.root, sandbox, builder.log)   # issue 24
         sync = Sync(sandbox)
