@@ -130,6 +130,12 @@ if TYPE_CHECKING:
             """Release and delete the sandbox, changes included."""
 
 
+# doctor's line on setting ``network``, the same name on every engine (overlay/netprobe.py
+# probes its proxy; try and the containers say what they cut and refuse).
+NETWORK_CHECK = "network confinement"
+NETWORK_LIST_FIX = "use engine overlay for a list of hosts (its proxy), or network: off"
+
+
 def first_failure(checks: list[Check]) -> str | None:
     """``health_check`` from ``checks``: None when all pass, else the first failure and its fix."""
     failed = [c for c in checks if not c.ok]

@@ -91,9 +91,8 @@ class ContainerEngine:
         return container_probe.quick_reason(self.cli, self.config["container.image"])
 
     def checks(self) -> list[Check]:
-        from manager.engines import netcheck
         from manager.engines.container import probe as container_probe
-        return [*container_probe.checks(self), netcheck.for_containers(self.config)]
+        return [*container_probe.checks(self), container_probe.network_check(self.config)]
 
     # -- sandbox ------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 
 from manager.config import Config
+from manager.engines.base import NETWORK_CHECK
+from manager.engines.base import NETWORK_LIST_FIX
 from manager.engines.base import Check
 from manager.engines.container.base import EngineShape
 from manager.engines.container.base import resource_name
@@ -311,3 +313,16 @@ def _remote(cli: str) -> bool:
             else [cli, "info", "--format", "{{.Host.ServiceIsRemote}}"])
     rc, text = _call(argv, timeout=15)
     return rc == 0 and ("Docker Desktop" in text or text == "true")
+
+
+def network_check(config: Config) -> Check:
+    """doctor's line on setting ``network`` (issue 24): no proxy here, so what is cut and refused."""
+    value = config["network"]
+    listed = isinstance(value, list)
+    if listed and config["container.network"]:
+        return Check(NETWORK_CHECK, False, "network is a list of hosts, which only the overlay engine's "
+                                  "proxy enforces: every call is refused while container.network "
+                                  "is true", NETWORK_LIST_FIX)
+    return Check(NETWORK_CHECK, True, "network off: --network none (only lo inside); a list of hosts: no "
+                             "network at all with container.network false, refused with it true; "
+                             "no egress record (no proxy)", NETWORK_LIST_FIX, warn=True)

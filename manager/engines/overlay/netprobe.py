@@ -16,11 +16,11 @@ from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+from manager.engines.base import NETWORK_CHECK
 from manager.engines.base import Check
 from manager.errors import WorkspaceError
 from manager.session import paths
 
-NETWORK_CHECK = "network confinement"
 GREETING = b"workspace network probe"
 SCRIPT = """
 import socket, sys, urllib.error, urllib.request

@@ -43,8 +43,7 @@ class TryEngine:
         return first_failure(self.checks())
 
     def checks(self) -> list[Check]:
-        from manager.engines import netcheck
-        return [*try_probe.checks(self.config["try.path"]), netcheck.for_try(self.config)]
+        return [*try_probe.checks(self.config["try.path"]), try_probe.network_check(self.config)]
 
     # -- sandbox ------------------------------------------------------------
 

@@ -18,12 +18,18 @@ import tempfile
 from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from manager.engines.base import NETWORK_CHECK
+from manager.engines.base import NETWORK_LIST_FIX
 from manager.engines.base import Check
 from manager.engines.overlay import probe as overlay_probe
 from manager.engines.try_ import layout as try_layout
 from manager.fs.util import remove_tree
 from manager.fs.util import write_json_atomic
+
+if TYPE_CHECKING:
+    from manager.config import Config
 
 INSTALL_HINT = ("install binpash/try (https://github.com/binpash/try): put its `try` script "
                 "on PATH, or set try.path (`workspace config`)")
@@ -263,3 +269,21 @@ def _trial_fix(detail: str, scratch: Path) -> str:
         return ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
                 "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)")
     return "run `try -n true` by hand to see what fails; or use another engine"
+
+
+def network_check(config: Config) -> Check:
+    """doctor's line on setting ``network`` (issue 24): no proxy here, so what is cut and refused."""
+    from manager.egress import launch
+
+    path = find(config["try.path"])
+    has_x = path is not None and launch.try_has_x(str(path))
+    value = config["network"]
+    runs = value == "open" or (value == "off" and has_x)
+    cut = ("network off: try -x (a network namespace with only lo)" if has_x else
+           "this try has no -x: network off is refused")
+    detail = f"{cut}; a list of hosts: refused (no proxy); no egress record"
+    if not runs:
+        fix = NETWORK_LIST_FIX if has_x else "install binpash/try main (it has -x), or use engine overlay"
+        return Check(NETWORK_CHECK, False,
+                     f"setting network is {value!r}, which this engine refuses: {detail}", fix)
+    return Check(NETWORK_CHECK, True, detail, NETWORK_LIST_FIX, warn=True)
