@@ -73,9 +73,11 @@ ws_service_answer() {
     printf 'WS1 %s %s %s %s\n%s' "$ctok" "$1" "$$" "${#WS_PAYLOAD}" "$WS_PAYLOAD" >&"$fd" 2>/dev/null
     IFS= read -r -t "$wait" -u "$fd" line
     if [[ $line != "$stok" ]]; then exec {fd}>&-; return 1; fi
-    IFS= read -r -d '' -t "$wait" -u "$fd" answer
-    (($? > 128)) && { exec {fd}>&-; return 1; }
+    # The service sends its answer at once, after its token: no -t (with it, bash reads each
+    # byte behind a pselect). A service killed mid-answer closes the socket: a short answer.
+    IFS= read -r -d '' -u "$fd" answer
     exec {fd}>&-
+    [[ $answer == '{'*'}' || -z $answer || $answer == FALLBACK ]] || return 1
     [[ $answer == FALLBACK ]] && return 1
     [[ -z $answer ]] || printf '%s\n' "$answer"
     return 0

@@ -31,7 +31,8 @@ HEADER_LIMIT = 512
 PAYLOAD_LIMIT = 16 << 20
 CLIENT_TIMEOUT = 2.0      # a client that stalls mid-request is dropped (it falls back itself)
 TICK = 5.0                # how often an idle service looks whether it should go
-CODE_CHECK = 1.0          # at most this often: has the code on disk changed under us?
+CODE_CHECK = 1.0          # at most this often, after an answer or when idle: has the code on
+                          # disk changed under us? (a walk of the package: not on a call's path)
 WATCHDOG = 20             # seconds: a request stuck longer kills the service (SIGALRM's
                           # default), so that later calls are refused at connect and fall back
 
@@ -72,6 +73,7 @@ class Service:
                         pass          # the client went away: it falls back on its own
                     finally:
                         signal.alarm(0)
+                    self._code_changed()      # after the answer: off the call's path
         finally:
             endpoint.remove_if(self.client_token)
 
@@ -104,7 +106,7 @@ class Service:
         conn.sendall(self.service_token.encode() + b"\n" + answer)
 
     def answer(self, event: str, pid: int, raw: bytes) -> bytes:
-        if event not in SERVED or self._code_changed():
+        if event not in SERVED or self.stale:
             return FALLBACK
         caller = _caller(pid, self.namespaces)
         if caller is None:
