@@ -32,5 +32,8 @@ def serve(args: argparse.Namespace) -> int:
         ui.out(f"workspace serve: listening on 127.0.0.1:{found[0]}" if found and
                server.running() else "workspace serve: not running")
         return 0
+    if server.running():
+        ui.out("workspace serve: already running (one per user)")
+        return 0
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(server.__file__))))
     return server.serve(root, args.idle)

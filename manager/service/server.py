@@ -54,7 +54,7 @@ class Service:
     def run(self, sock: socket.socket) -> None:
         endpoint.write_pid()
         endpoint.write(sock.getsockname()[1], self.client_token, self.service_token)
-        sock.settimeout(TICK)
+        sock.settimeout(min(TICK, max(self.idle, 0.1)))
         try:
             while not self.stale:
                 try:
@@ -250,6 +250,7 @@ def serve(root: str, idle: float) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0                      # another one serves
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # withdraw the endpoint on the way out
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
