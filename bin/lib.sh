@@ -59,17 +59,18 @@ ws_start_bootstrap() {
 # the next call), WORKSPACE_SERVICE=0, no answer within WORKSPACE_SERVICE_TIMEOUT seconds,
 # an answer without the service's token (another process on its port), or FALLBACK.
 ws_service_answer() {
-    local LC_ALL=C port ctok stok line answer fd wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
+    local LC_ALL=C port ctok stok pid state line answer fd wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
     local dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
     WS_PAYLOAD=
     IFS= read -r -d '' WS_PAYLOAD
     [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
         return 1
-    { read -r port ctok stok <"$dir/endpoint"; } 2>/dev/null &&
-        [[ $port =~ ^[0-9]+$ ]] && { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || {
-        ws_service_start
-        return 1
-    }
+    { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
+        2>/dev/null && [[ $port =~ ^[0-9]+$ ]] || { ws_service_start; return 1; }
+    # A stopped service (^Z, SIGSTOP) would take each call's connection into its queue and
+    # answer none: skip it (its state is the word after "(comm)" in /proc/PID/stat).
+    [[ $state == [Tt] ]] && return 1
+    { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || { ws_service_start; return 1; }
     printf 'WS1 %s %s %s %s\n%s' "$ctok" "$1" "$$" "${#WS_PAYLOAD}" "$WS_PAYLOAD" >&"$fd" 2>/dev/null
     IFS= read -r -t "$wait" -u "$fd" line
     if [[ $line != "$stok" ]]; then exec {fd}>&-; return 1; fi

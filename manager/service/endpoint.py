@@ -1,7 +1,7 @@
 """Where the service listens and the two secrets of its one connection rule.
 
 ``<state root>/service/endpoint`` (mode 0600, in a 0700 directory under the state root,
-which every sandbox hides) holds one line: ``PORT CLIENT_TOKEN SERVICE_TOKEN``. A client
+which every sandbox hides) holds one line: ``PORT CLIENT_TOKEN SERVICE_TOKEN PID``. A client
 proves it may ask with the first token; the service proves it is the service (and not a
 process that took its loopback port after it exited) with the second. Read by bash
 (bin/lib.sh) with one builtin ``read``: keep it one line of words.
@@ -41,7 +41,7 @@ def write(port: int, client_token: str, service_token: str) -> str:
     tmp = f"{path}.{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(f"{port} {client_token} {service_token}\n")
+        f.write(f"{port} {client_token} {service_token} {os.getpid()}\n")
     os.replace(tmp, path)
     return path
 
@@ -63,7 +63,7 @@ def read_pid() -> int | None:
 def read() -> tuple[int, str, str] | None:
     try:
         with open(os.path.join(directory(), NAME), encoding="ascii") as f:
-            port, client, service = f.read().split()
+            port, client, service, _ = f.read().split()
         return int(port), client, service
     except (OSError, ValueError):
         return None

@@ -254,7 +254,7 @@ def serve(root: str, idle: float) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
+        sock.listen(4096)   # the kernel's cap: a hung service's queue fills late
         Service(root, idle).run(sock)
     return 0
 

@@ -29,7 +29,7 @@ def _svc(claude: Claude) -> Path:
 
 def _endpoint(claude: Claude) -> tuple[int, str, str] | None:
     try:
-        port, client, service = (_svc(claude) / "endpoint").read_text().split()
+        port, client, service, _ = (_svc(claude) / "endpoint").read_text().split()
     except (OSError, ValueError):
         return None
     return int(port), client, service
@@ -122,12 +122,20 @@ def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
     assert "ran outside the sandbox" in warned.json["systemMessage"]   # as the hook warns
 
 
-def _impostor(port: int, answer: bytes) -> tuple[socket.socket, list[bytes]]:
+def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[bytes]]:
+    """Another process on the service's port: it answers ``answer``, or (None) holds every
+    connection open without a word."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    for _ in range(200):
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError:           # the killed service's socket not gone yet
+            time.sleep(0.01)
     sock.listen(8)
     got: list[bytes] = []
+    held: list[socket.socket] = []
 
     def serve() -> None:
         while True:
@@ -135,44 +143,58 @@ def _impostor(port: int, answer: bytes) -> tuple[socket.socket, list[bytes]]:
                 conn, _ = sock.accept()
             except OSError:
                 return
+            got.append(conn.recv(65536))
+            if answer is None:
+                held.append(conn)
+                continue
             with conn:
-                got.append(conn.recv(65536))
                 conn.sendall(answer)
 
     threading.Thread(target=serve, daemon=True).start()
     return sock, got
 
 
-@pytest.mark.parametrize("failure", ["killed", "hung", "replaced"])
+@pytest.mark.parametrize("failure", ["killed", "stopped", "silent", "replaced"])
 def test_a_failed_service_never_leaves_a_call_unsandboxed(served: Claude, failure: str) -> None:
     claude = served
     port, _, _ = _endpoint(claude) or (0, "", "")
     pid = _pid(claude)
     impostor = None
-    if failure == "hung":
+    if failure == "stopped":
         os.kill(pid, signal.SIGSTOP)
-        claude.env["WORKSPACE_SERVICE_TIMEOUT"] = "1"
     else:
         _kill(pid)
+    if failure == "silent":   # a process on its port that takes the request, answers none
+        impostor, got = _impostor(port, None)
+        claude.env["WORKSPACE_SERVICE_TIMEOUT"] = "1"
     if failure == "replaced":   # another process on its port, answering as if it allowed
         impostor, got = _impostor(port, b"not-the-token\n" + json.dumps(
             {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
         ).encode())
+    if impostor is not None:  # ... and the dead service's pid reused by a live process
+        _reuse_pid(claude)
     try:
         before = _hook_starts(claude)
         answer = claude.pre_bash("touch escaped")
         assert answer.decision == "allow" and "enter.sh" in answer.command, answer.stdout
         assert _hook_starts(claude) == before + 1, "the Python hook did not answer"
         assert not (claude.project / "escaped").exists()
-        if failure == "replaced":
+        if failure in ("replaced", "silent"):
             assert got and b"PreToolUse" in got[0]    # it was asked, and not believed
     finally:
         if impostor is not None:
             impostor.close()
-        if failure == "hung":
+        if failure == "stopped":
             _kill(pid)
-    if failure != "hung":   # the hook started a new service for the next call
+    if failure in ("killed", "replaced"):   # the hook started a new service for the next call
         _wait_for_service(claude, other_than=port if failure != "replaced" else None)
+
+
+def _reuse_pid(claude: Claude) -> None:
+    """The endpoint names a live process again (pid reuse): the client connects."""
+    endpoint = _svc(claude) / "endpoint"
+    words = endpoint.read_text().split()
+    endpoint.write_text(" ".join([*words[:3], str(os.getpid())]) + "\n")
 
 
 def _ask(port: int, head: bytes, payload: bytes) -> bytes:

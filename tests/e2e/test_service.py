@@ -1,6 +1,6 @@
 """The resident hook service (issue 25) with the real client: a Bash call never runs
-unsandboxed whatever happened to the service between two calls of a session (killed,
-hung, its port taken by another process), and a session's calls are answered by it."""
+unsandboxed whatever happened to the service during a session (killed, stopped, hung: a
+process on its port that never answers, its port taken by another process)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ def _kill(pid: int) -> None:
             return
 
 
-def _taken(port: int) -> socket.socket:
-    """Another process on the service's port, answering every request with an allow."""
+def _taken(port: int, silent: bool = False) -> socket.socket:
+    """Another process on the service's port, answering every request with an allow (or,
+    ``silent``, holding it open without a word, as a hung service does)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -58,10 +59,14 @@ def _taken(port: int) -> socket.socket:
                 conn, _ = sock.accept()
             except OSError:
                 return
+            conn.recv(65536)
+            if silent:
+                held.append(conn)
+                continue
             with conn:
-                conn.recv(65536)
                 conn.sendall(b"guess\n" + allow)
 
+    held: list[socket.socket] = []
     threading.Thread(target=serve, daemon=True).start()
     return sock
 
@@ -92,18 +97,24 @@ def _hang_it(service_dir: Path) -> object:
     return None
 
 
-def _replace_it(service_dir: Path) -> object:
+def _replace_it(service_dir: Path, silent: bool = False) -> object:
     port, pid = _endpoint(service_dir)
     _kill(pid)
     for _ in range(100):
         try:
-            return _taken(port)
+            taken = _taken(port, silent)
         except OSError:           # its socket not closed yet
             time.sleep(0.02)
+            continue
+        # ... and its pid reused by a live process: the hook's client connects
+        words = (service_dir / "endpoint").read_text().split()
+        (service_dir / "endpoint").write_text(" ".join([*words[:3], str(os.getpid())]) + "\n")
+        return taken
     raise AssertionError("could not take the port")
 
 
-FAILURES = {"killed": _kill_it, "hung": _hang_it, "replaced": _replace_it}
+FAILURES = {"killed": _kill_it, "stopped": _hang_it, "replaced": _replace_it,
+            "hung": lambda service_dir: _replace_it(service_dir, silent=True)}
 
 
 @pytest.mark.parametrize("failure", sorted(FAILURES))
