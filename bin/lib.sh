@@ -65,6 +65,9 @@ ws_service_answer() {
     IFS= read -r -d '' WS_PAYLOAD
     [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
         return 1
+    # It serves Bash calls only (the file tools' hooks may start work in the sandbox): do
+    # not pay its round trip for an answer of FALLBACK. (Only a shortcut: it checks again.)
+    [[ $WS_PAYLOAD =~ \"tool_name\"[[:space:]]*:[[:space:]]*\"Bash\" ]] || return 1
     { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
         2>/dev/null && [[ $port =~ ^[0-9]+$ ]] || { ws_service_start; return 1; }
     # A stopped service (^Z, SIGSTOP) would take each call's connection into its queue and

@@ -120,6 +120,11 @@ def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
     warned = claude.hook("PostToolUse", {"tool_name": "Bash", "tool_use_id": "toolu_never",
                                          "tool_input": {"command": "touch x"}})
     assert "ran outside the sandbox" in warned.json["systemMessage"]   # as the hook warns
+    starts = _hook_starts(claude)
+    target = claude.project / "new.txt"
+    write = claude.hook("PreToolUse", {"tool_name": "Write", "tool_use_id": "toolu_w",
+                                       "tool_input": {"file_path": str(target), "content": "x"}})
+    assert write.returncode == 0 and _hook_starts(claude) == starts + 1   # file tools: Python
 
 
 def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[bytes]]:

@@ -10,6 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.as_user   # the lock, the modes and the signals are the user's too
+
 
 def _endpoint() -> Path:
     return Path(os.environ["XDG_STATE_HOME"]) / "workspace" / "service" / "endpoint"
