@@ -1,8 +1,9 @@
 """``workspace serve``: one resident process per user (per state root) answering the hooks.
 
-One request per connection, on loopback: a header line ``WS1 TOKEN EVENT PID LENGTH``, then
-the hook's JSON. The answer is the service's token on a line, then the hook's JSON answer,
-or ``FALLBACK`` when the full Python hook is to answer instead. The hook's environment and
+One request per connection, on loopback: a header line ``WS1 TOKEN EVENT PID LENGTH``
+(PID: the process holding the connection's other end, checked), then the hook's JSON. The
+answer is the service's token on a line, then the hook's JSON answer, or ``FALLBACK`` when
+the full Python hook is to answer instead. The hook's environment and
 working directory are read from ``/proc/PID`` (the bash client waiting for the answer), and
 the handlers of manager/claude run with them, one request at a time, as the hook would run
 them: the same decisions, not a second copy of the logic.
@@ -102,13 +103,13 @@ class Service:
             return
         raw = rest + _read_exact(conn, int(length) - len(rest)) if int(length) > len(rest) \
             else rest[:int(length)]
-        answer = self.answer(event, int(pid), raw)
+        answer = self.answer(event, int(pid), raw, conn)
         conn.sendall(self.service_token.encode() + b"\n" + answer)
 
-    def answer(self, event: str, pid: int, raw: bytes) -> bytes:
+    def answer(self, event: str, pid: int, raw: bytes, conn: socket.socket) -> bytes:
         if event not in SERVED or self.stale:
             return FALLBACK
-        caller = _caller(pid, self.namespaces)
+        caller = _caller(pid, self.namespaces) if _connected_by(pid, conn) else None
         if caller is None:
             return FALLBACK
         env, cwd = caller
@@ -188,6 +189,30 @@ def _read_exact(conn: socket.socket, size: int) -> bytes:
         parts.append(chunk)
         left -= len(chunk)
     return b"".join(parts)
+
+
+def _connected_by(pid: int, conn: socket.socket) -> bool:
+    """Whether process ``pid`` holds the client end of ``conn``: loopback TCP has no
+    SO_PEERCRED, so the connection is found in the host's socket table (the service's own
+    network namespace) and its inode among the process's descriptors. A request cannot
+    name another process than its own (a sandboxed one's own pid is not the host's)."""
+    peer = f"0100007F:{conn.getpeername()[1]:04X}"
+    local = f"0100007F:{conn.getsockname()[1]:04X}"
+    inode = None
+    with open("/proc/net/tcp", encoding="ascii") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 9 and fields[1] == peer and fields[2] == local:
+                inode = fields[9]
+                break
+    if inode is None:
+        return False
+    link = f"socket:[{inode}]"
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == link
+                   for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
 
 
 def _namespaces(pid: str) -> tuple[str, str]:

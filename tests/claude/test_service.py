@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -227,6 +228,15 @@ def test_the_service_answers_only_its_own_clients_on_the_host(served: Claude) ->
     for event in ("SessionStart", "SessionEnd", "Commit", "Trust", "Config"):
         assert _ask(port, head(client, event, os.getpid()), payload) == \
             service.encode() + b"\nFALLBACK"
+    # A request names the process that made it, not another one (whose environment the
+    # answer would be made from): the waiting hook's, here a process that did not connect.
+    other = subprocess.Popen(["sleep", "60"], env=claude.env, cwd=claude.project)
+    try:
+        assert _ask(port, head(client, "PreToolUse", other.pid), payload) == \
+            service.encode() + b"\nFALLBACK"
+    finally:
+        other.kill()
+        other.wait()
     # A sandboxed command can read neither the endpoint nor the state directory (hidden) ...
     endpoint = _svc(claude) / "endpoint"
     seen = claude.bash(f"cat {endpoint} || echo unreadable")
