@@ -130,6 +130,9 @@ class Service:
 
 
 def _dispatch(event: str, raw: bytes) -> bytes:
+    """The handler's answer; FALLBACK for anything it raises, so that the hook process gives
+    the answer of record (its deny names the fix, as it always did): a failure here must not
+    differ from one there, whatever in the service caused it."""
     from manager import fastjson
     from manager.claude import entry
 
@@ -137,8 +140,8 @@ def _dispatch(event: str, raw: bytes) -> bytes:
         if not _hot(event, raw):
             return FALLBACK
         result = entry.dispatch(event, raw)
-    except BaseException as exc:  # noqa: BLE001 - fail closed, as the hook process does
-        result = entry.failure(event, exc)
+    except Exception:  # noqa: BLE001 - the hook process answers instead
+        return FALLBACK
     return fastjson.dumps(result).encode() if result else b""
 
 
@@ -149,21 +152,14 @@ def _hot(event: str, raw: bytes) -> bool:
     from manager.claude import state
     from manager.session import paths
 
-    try:
-        payload = protocol.read_payload(raw)
-    except protocol.HookInputError:
-        return True                   # the handler's own error answer (a deny for PreToolUse)
+    payload = protocol.read_payload(raw)    # raises for a payload that is not JSON
     if payload.get("tool_name") != "Bash":
         return False
     if event != "PreToolUse":
         return True
     claude_id = payload.get("session_id")
-    if not paths.valid_id(claude_id):
-        return True
-    try:
-        return state.read_hot(state.resolve_session(claude_id)) is not None
-    except Exception:  # noqa: BLE001 - whatever it is, the hook process reports it
-        return False
+    return paths.valid_id(claude_id) and \
+        state.read_hot(state.resolve_session(claude_id)) is not None
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -126,6 +126,9 @@ def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
     write = claude.hook("PreToolUse", {"tool_name": "Write", "tool_use_id": "toolu_w",
                                        "tool_input": {"file_path": str(target), "content": "x"}})
     assert write.returncode == 0 and _hook_starts(claude) == starts + 1   # file tools: Python
+    broken = claude.hook("PreToolUse", '{"tool_name": "Bash", "tool_input": {"command": "ls"')
+    assert broken.decision == "deny" and "not JSON" in broken.spec["permissionDecisionReason"]
+    assert _hook_starts(claude) == starts + 2     # what the service cannot handle, Python answers
 
 
 def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[bytes]]:

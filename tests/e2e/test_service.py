@@ -88,8 +88,9 @@ def _when_second_call_answered(state: Path, act: list[object]) -> threading.Thre
 
 
 def _kill_it(service_dir: Path) -> object:
-    _kill(_endpoint(service_dir)[1])
-    return None
+    port, pid = _endpoint(service_dir)
+    _kill(pid)
+    return port
 
 
 def _hang_it(service_dir: Path) -> object:
@@ -133,6 +134,8 @@ def test_a_failed_service_mid_session_never_lets_a_call_out(claude_env: ClaudeEn
         assert len(act) == 2, f"the service was not {failure} during the session:\n{run.describe()}"
         assert run.outputs() == ["first", "second", "touched"], run.describe()   # all sandboxed:
         assert not canary.exists(), f"the call ran on the host:\n{run.describe()}"
+        if failure == "killed":   # the next call started another, and it outlives the client
+            os.kill(_endpoint(service_dir, other_than=int(str(act[1])))[1], 0)
     finally:
         if isinstance(act[-1], socket.socket):
             act[-1].close()
