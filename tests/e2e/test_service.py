@@ -150,8 +150,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _answering(body: bytes) -> socket.socket:
-    """A loopback HTTP server answering every request 200 with ``body``."""
+def _answering(body: bytes, status: bytes = b"200 OK", hang: bool = False) -> socket.socket:
+    """A loopback HTTP server answering every request ``status`` with ``body`` (or, ``hang``,
+    never)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(8)
@@ -162,16 +163,23 @@ def _answering(body: bytes) -> socket.socket:
                 conn, _ = sock.accept()
             except OSError:
                 return
+            conn.recv(65536)
+            if hang:
+                held.append(conn)
+                continue
             with conn:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                conn.sendall(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                             % (status, len(body), body))
+
+    held: list[socket.socket] = []
 
     threading.Thread(target=serve, daemon=True).start()
     return sock
 
 
-@pytest.mark.parametrize("transport", ["command-fails", "http-refused", "http-other-process"])
+@pytest.mark.parametrize("transport", ["command-fails", "http-refused", "http-500", "http-hangs",
+                                       "http-other-process"])
 def test_which_hook_transport_fails_closed(claude_env: ClaudeEnv, project_dir: Path,
                                            tmp_path: Path, transport: str) -> None:
     """Why the service is reached through a command hook (docs/notes-claude-client.md): with
@@ -187,11 +195,12 @@ def test_which_hook_transport_fails_closed(claude_env: ClaudeEnv, project_dir: P
     elif transport == "http-refused":
         hook = {"type": "http", "url": f"http://127.0.0.1:{_free_port()}/hook"}
     else:
-        other = _answering(b"{}")
+        other = _answering(b"{}", status=b"500 Internal Server Error" if transport == "http-500"
+                           else b"200 OK", hang=transport == "http-hangs")
         hook = {"type": "http", "url": f"http://127.0.0.1:{other.getsockname()[1]}/hook"}
     (plugin / "hooks").mkdir()
     (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {"PreToolUse": [
-        {"matcher": "Bash", "hooks": [dict(hook, timeout=5, onFailure="block")]}]}}))
+        {"matcher": "Bash", "hooks": [dict(hook, timeout=2, onFailure="block")]}]}}))
     canary = project_dir / "canary"
     try:
         run = claude_env.run(project_dir, [Bash(f"touch {canary} && echo ran"), "ok"],
