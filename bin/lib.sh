@@ -52,3 +52,45 @@ ws_start_bootstrap() {
     setsid bash "$WS_ROOT/bin/bootstrap" "$WS_ROOT" "$WS_DATA" </dev/null \
         >"$WS_DATA/install.log" 2>&1 &
 }
+
+# The resident service (manager/service/server.py): the hook's answer without a Python start.
+# ws_service_answer EVENT reads the payload into WS_PAYLOAD and prints the service's answer
+# (status 0), or returns 1 for the Python hook to answer: no service (one is started for
+# the next call), WORKSPACE_SERVICE=0, no answer within WORKSPACE_SERVICE_TIMEOUT seconds,
+# an answer without the service's token (another process on its port), or FALLBACK.
+ws_service_answer() {
+    local LC_ALL=C port ctok stok pid state line answer fd wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
+    local dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
+    WS_PAYLOAD=
+    IFS= read -r -d '' WS_PAYLOAD
+    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
+        return 1
+    # It serves Bash calls only (the file tools' hooks may start work in the sandbox): do
+    # not pay its round trip for an answer of FALLBACK. (Only a shortcut: it checks again.)
+    [[ $WS_PAYLOAD =~ \"tool_name\"[[:space:]]*:[[:space:]]*\"Bash\" ]] || return 1
+    { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
+        2>/dev/null && [[ $port =~ ^[0-9]+$ ]] || { ws_service_start; return 1; }
+    # A stopped service (^Z, SIGSTOP) would take each call's connection into its queue and
+    # answer none: skip it (its state is the word after "(comm)" in /proc/PID/stat).
+    [[ $state == [Tt] ]] && return 1
+    { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || { ws_service_start; return 1; }
+    printf 'WS1 %s %s %s %s\n%s' "$ctok" "$1" "$$" "${#WS_PAYLOAD}" "$WS_PAYLOAD" >&"$fd" 2>/dev/null
+    IFS= read -r -t "$wait" -u "$fd" line
+    if [[ $line != "$stok" ]]; then exec {fd}>&-; return 1; fi
+    # The service sends its answer at once, after its token: no -t (with it, bash reads each
+    # byte behind a pselect). A service killed mid-answer closes the socket: a short answer.
+    IFS= read -r -d '' -u "$fd" answer
+    exec {fd}>&-
+    [[ $answer == '{'*'}' || -z $answer || $answer == FALLBACK ]] || return 1
+    [[ $answer == FALLBACK ]] && return 1
+    [[ -z $answer ]] || printf '%s\n' "$answer"
+    return 0
+}
+
+ws_service_start() {   # detached: it outlives this hook and the client
+    [[ -n $WS_PY && ${WORKSPACE_SERVICE:-1} != 0 ]] || return 0
+    setsid "$WS_PY" -I -S -c 'import sys
+sys.path.insert(0, sys.argv[1])
+from manager.service.server import main
+sys.exit(main(sys.argv[1:]))' "$WS_ROOT" </dev/null >/dev/null 2>&1 &
+}

@@ -18,6 +18,7 @@ from manager.errors import WorkspaceError
 COMMANDS = (
     "run", "status", "diff", "commit", "discard", "sessions", "doctor", "gc", "config",
     "reset", "budget", "checkpoint", "checkpoints", "rewind", "image", "hooks", "passthrough",
+    "serve",
 )
 
 

@@ -167,6 +167,9 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("WORKSPACE_FORBID_DEFAULT_STATE", "1")
+    # The resident hook service (manager/service) outlives the hook that starts it: only the
+    # tests that ask for it (tests/service) start one, and stop it at their end.
+    monkeypatch.setenv("WORKSPACE_SERVICE", "0")
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
     stop_holders(tmp_path)

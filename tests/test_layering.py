@@ -52,8 +52,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fs", "guardrails",
                "session", "ui", "versioning"},
     "review": {"changes", "fs", "git", "record", "ui"},
+    "service": {"claude", "errors", "fastjson", "session.paths"},   # the resident hook service
     "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors", "git",
-                 "guardrails", "hide", "review", "session", "ui", "versioning"},
+                 "guardrails", "hide", "review", "service", "session", "ui", "versioning"},
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),

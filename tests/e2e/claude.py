@@ -166,6 +166,8 @@ class ClaudeEnv:
             "DISABLE_AUTOUPDATER": "1",
             MARKER_VAR: str(self.root),
         }
+        if "WORKSPACE_SERVICE" in os.environ:   # off in tests unless a test turns it on
+            env["WORKSPACE_SERVICE"] = os.environ["WORKSPACE_SERVICE"]
         if os.geteuid() == 0:
             env["IS_SANDBOX"] = "1"  # else root may not use bypassPermissions
         if base_url is not None:

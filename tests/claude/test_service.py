@@ -1,0 +1,254 @@
+"""The resident hook service (manager/service, issue 25) through the real hook launcher.
+
+The service answers a Bash call's hooks as the Python hook does; whenever it is gone,
+stopped, or another process holds its port, the Python hook answers instead (never no one),
+and nothing outside the user's own processes on the host gets an answer from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.claude.conftest import Claude
+
+pytestmark = pytest.mark.engine
+
+
+def _svc(claude: Claude) -> Path:
+    return Path(claude.env["XDG_STATE_HOME"]) / "workspace" / "service"
+
+
+def _endpoint(claude: Claude) -> tuple[int, str, str] | None:
+    try:
+        port, client, service, _ = (_svc(claude) / "endpoint").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(port), client, service
+
+
+def _pid(claude: Claude) -> int:
+    return int((_svc(claude) / "pid").read_text())
+
+
+def _wait_for_service(claude: Claude, other_than: int | None = None) -> tuple[int, str, str]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = _endpoint(claude)
+        if found is not None and found[0] != other_than:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("the hook did not start the service")
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":
+                return
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def served(claude: Claude, tmp_path: Path) -> Iterator[Claude]:
+    """A started session whose hooks use the service; every Python start of the hook is logged
+    (a wrapper as WORKSPACE_PYTHON), so a test tells who answered."""
+    from tests.claude.conftest import REPO
+
+    log = tmp_path / "python-starts"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *manager.claude.entry*) echo hook >> {log};; '
+                       f'*manager.service.server*) echo service >> {log};; esac\n'
+                       f'exec {REPO}/.venv/bin/python "$@"\n')
+    wrapper.chmod(0o755)
+    claude.env.update(WORKSPACE_SERVICE="1", WORKSPACE_PYTHON=str(wrapper))
+    claude.log = log  # type: ignore[attr-defined]
+    assert claude.start().returncode == 0
+    first = claude.pre_bash("true")              # no service yet: the Python hook, which starts one
+    assert first.decision == "allow" and "enter.sh" in first.command, first.stdout
+    _wait_for_service(claude)
+    try:
+        yield claude
+    finally:
+        pid = (_svc(claude) / "pid")
+        if pid.exists():
+            _kill(int(pid.read_text()))
+
+
+def _hook_starts(claude: Claude) -> int:
+    log: Path = claude.log  # type: ignore[attr-defined]
+    return log.read_text().split().count("hook") if log.exists() else 0
+
+
+def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
+    claude = served
+    before = _hook_starts(claude)
+    command = "printf '%s\\n' 'héllo ✓'"           # bytes, not characters, on the wire
+    answer = claude.pre_bash(command)
+    assert _hook_starts(claude) == before, "the Python hook answered, not the service"
+    claude.calls -= 1                              # the same call again, without the service
+    claude.env["WORKSPACE_SERVICE"] = "0"
+    direct = claude.pre_bash(command)
+    claude.env["WORKSPACE_SERVICE"] = "1"
+    assert _hook_starts(claude) == before + 1
+    assert answer.json == direct.json
+    ran = claude.shell(answer.command)
+    assert ran.stdout == "héllo ✓\n", ran
+    post = claude.hook("PostToolUse", {"tool_name": "Bash", "tool_use_id": f"toolu_{claude.calls:04d}",
+                                       "tool_input": {"command": answer.command},
+                                       "tool_response": {"stdout": ran.stdout}})
+    assert post.returncode == 0 and post.json == {}, post.stdout
+    assert _hook_starts(claude) == before + 1
+    warned = claude.hook("PostToolUse", {"tool_name": "Bash", "tool_use_id": "toolu_never",
+                                         "tool_input": {"command": "touch x"}})
+    assert "ran outside the sandbox" in warned.json["systemMessage"]   # as the hook warns
+    starts = _hook_starts(claude)
+    target = claude.project / "new.txt"
+    write = claude.hook("PreToolUse", {"tool_name": "Write", "tool_use_id": "toolu_w",
+                                       "tool_input": {"file_path": str(target), "content": "x"}})
+    assert write.returncode == 0 and _hook_starts(claude) == starts + 1   # file tools: Python
+    broken = claude.hook("PreToolUse", '{"tool_name": "Bash", "tool_input": {"command": "ls"')
+    assert broken.decision == "deny" and "not JSON" in broken.spec["permissionDecisionReason"]
+    assert _hook_starts(claude) == starts + 2     # what the service cannot handle, Python answers
+
+
+def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[bytes]]:
+    """Another process on the service's port: it answers ``answer``, or (None) holds every
+    connection open without a word."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for _ in range(200):
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError:           # the killed service's socket not gone yet
+            time.sleep(0.01)
+    sock.listen(8)
+    got: list[bytes] = []
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            got.append(conn.recv(65536))
+            if answer is None:
+                held.append(conn)
+                continue
+            with conn:
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock, got
+
+
+@pytest.mark.parametrize("failure", ["killed", "stopped", "silent", "replaced"])
+def test_a_failed_service_never_leaves_a_call_unsandboxed(served: Claude, failure: str) -> None:
+    claude = served
+    port, _, _ = _endpoint(claude) or (0, "", "")
+    pid = _pid(claude)
+    impostor = None
+    if failure == "stopped":
+        os.kill(pid, signal.SIGSTOP)
+    else:
+        _kill(pid)
+    if failure == "silent":   # a process on its port that takes the request, answers none
+        impostor, got = _impostor(port, None)
+        claude.env["WORKSPACE_SERVICE_TIMEOUT"] = "1"
+    if failure == "replaced":   # another process on its port, answering as if it allowed
+        impostor, got = _impostor(port, b"not-the-token\n" + json.dumps(
+            {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
+        ).encode())
+    if impostor is not None:  # ... and the dead service's pid reused by a live process
+        _reuse_pid(claude)
+    try:
+        before = _hook_starts(claude)
+        answer = claude.pre_bash("touch escaped")
+        assert answer.decision == "allow" and "enter.sh" in answer.command, answer.stdout
+        assert _hook_starts(claude) == before + 1, "the Python hook did not answer"
+        assert not (claude.project / "escaped").exists()
+        if failure in ("replaced", "silent"):
+            assert got and b"PreToolUse" in got[0]    # it was asked, and not believed
+    finally:
+        if impostor is not None:
+            impostor.close()
+        if failure == "stopped":
+            _kill(pid)
+    if failure in ("killed", "replaced"):   # the hook started a new service for the next call
+        _wait_for_service(claude, other_than=port if failure != "replaced" else None)
+
+
+def _reuse_pid(claude: Claude) -> None:
+    """The endpoint names a live process again (pid reuse): the client connects."""
+    endpoint = _svc(claude) / "endpoint"
+    words = endpoint.read_text().split()
+    endpoint.write_text(" ".join([*words[:3], str(os.getpid())]) + "\n")
+
+
+def _ask(port: int, head: bytes, payload: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(head + b"\n" + payload)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    return data
+
+
+def test_the_service_answers_only_its_own_clients_on_the_host(served: Claude) -> None:
+    claude = served
+    port, client, service = _endpoint(claude) or (0, "", "")
+    payload = json.dumps({"session_id": claude.session_id, "cwd": str(claude.project),
+                          "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                          "permission_mode": "bypassPermissions",
+                          "tool_input": {"command": "true"}, "tool_use_id": "toolu_x"}).encode()
+
+    def head(token: str, event: str, pid: int) -> bytes:
+        return f"WS1 {token} {event} {pid} {len(payload)}".encode()
+
+    assert _ask(port, head("0" * len(client), "PreToolUse", os.getpid()), payload) == b""
+    # Nothing but the per-call hook events: no request commits, trusts or configures.
+    for event in ("SessionStart", "SessionEnd", "Commit", "Trust", "Config"):
+        assert _ask(port, head(client, event, os.getpid()), payload) == \
+            service.encode() + b"\nFALLBACK"
+    # A request names the process that made it, not another one (whose environment the
+    # answer would be made from): the waiting hook's, here a process that did not connect.
+    other = subprocess.Popen(["sleep", "60"], env=claude.env, cwd=claude.project)
+    try:
+        assert _ask(port, head(client, "PreToolUse", other.pid), payload) == \
+            service.encode() + b"\nFALLBACK"
+    finally:
+        other.kill()
+        other.wait()
+    # A sandboxed command can read neither the endpoint nor the state directory (hidden) ...
+    endpoint = _svc(claude) / "endpoint"
+    seen = claude.bash(f"cat {endpoint} || echo unreadable")
+    assert "unreadable" in seen.stdout and client not in seen.stdout, seen
+    # ... and with the token leaked to it, a request naming its own process is not answered
+    # from its environment: it is not in the host's namespaces.
+    probe = (f"exec 3<>/dev/tcp/127.0.0.1/{port} && "
+             f"printf 'WS1 {client} PreToolUse %s {len(payload)}\\n' $$ >&3 && "
+             f"printf '%s' {json.dumps(payload.decode())!r} >&3 && cat <&3; echo; echo end")
+    got = claude.bash(probe)
+    assert "hookSpecificOutput" not in got.stdout and "end" in got.stdout, got
+    assert "FALLBACK" in got.stdout or "onnection refused" in got.stderr, got
