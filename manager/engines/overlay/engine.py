@@ -183,6 +183,13 @@ class OverlayEngine:
             if holder_pid(session.sandbox) is None:
                 self._start_holder(session)
 
+    def lean_run_files(self, session: Session) -> list[Path]:
+        """What ``workspace run``'s lean path (commands/run_lean) keys its record on, besides
+        the configuration: the running holder, whose pid file (pid, start time) is rewritten
+        at each start; :meth:`prepare`'s decisions hold while it runs. The entry itself hands
+        a call it cannot enter to ``workspace run``."""
+        return [session.sandbox / HOLDER_PID]
+
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return ["/bin/bash", str(ENTER_SCRIPT), str(session.sandbox), session.id,
                 sys.executable, request.cwd, str(request.cwd_out or ""), request.command]
