@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     project = Path(args.project).resolve() if args.project else find_project(Path(os.getcwd()))
     # Read before the configuration: the key of the lean path's record (run_lean).
-    key = run_lean.before_load(str(project)) if args.engine is None else None
+    key = _lean_key(str(project)) if args.engine is None else None
     ctx = Context.load(str(project), {"engine": args.engine})
     session = ctx.open_or_create(args.session, new=args.new)
     _state_engine_drift(ctx, session)
@@ -74,6 +74,13 @@ def _run(args: argparse.Namespace, command: str) -> int:
     if key is not None and quiet:
         remember = functools.partial(_remember, key, session)
     return sandbox.run(ctx, session, request, prepared=remember)
+
+
+def _lean_key(project: str) -> dict[str, Any] | None:
+    try:
+        return run_lean.before_load(project)
+    except (OSError, ValueError):   # the configuration's own reading says what is wrong
+        return None
 
 
 def _remember(key: dict[str, Any], session: Session, engine: Engine) -> None:

@@ -67,10 +67,10 @@ def attempt(argv: list[str]) -> int | None:
     if lock is None:
         return None
     try:
-        if not _holds(record, project):
-            return None
-        pid = _spawn(record["entry"], command, cwd)
+        pid = _spawn(record["entry"], command, cwd) if _holds(record, project) else None
     except Exception:  # noqa: BLE001 - as above: nothing was started
+        pid = None
+    if pid is None:
         os.close(lock)
         return None
     return _wait(pid)      # the lock is held until the call ends, as the full path holds it

@@ -75,3 +75,11 @@ def test_the_overlay_entry_and_holder_share_the_sync_protocol():
     for name in (names.SYNC_REQUEST, names.SYNC_SLEEP, names.SYNC_DONE, names.SYNC_DIRTY):
         assert f'"$S/{name}"' in text or f"$S/{name}" in text, name
     assert f"$why == {names.RETIRED}" in text
+
+
+def test_the_overlay_entry_knows_the_lean_runs_variable():
+    """commands/run_lean sets it; the entry reads it, and the full path never passes it on."""
+    from manager.commands import run_lean
+
+    assert f"lean=${run_lean.LEAN_RUN}\nunset {run_lean.LEAN_RUN}\n" in overlay.ENTER_SCRIPT.read_text()
+    assert f'env.pop("{run_lean.LEAN_RUN}", None)' in Path(overlay.__file__).read_text()

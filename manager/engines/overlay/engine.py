@@ -132,6 +132,7 @@ class OverlayEngine:
         """Run through the entry: (status, None), or (125, why) when it did not enter."""
         read_end, write_end = os.pipe()
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1", WORKSPACE_NOT_ENTERED_FD=str(write_end))
+        env.pop("WORKSPACE_LEAN_RUN", None)   # the lean path's alone (commands/run_lean)
         try:
             status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
                                     pass_fds=(write_end,), streams=request.streams())
