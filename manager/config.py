@@ -146,6 +146,17 @@ def user_config_files() -> list[Path]:
     return [Path(f) for f in paths.config_files(None)]
 
 
+# What else decides which files are read and what they say: where they are found.
+INPUT_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "CLAUDE_PLUGIN_DATA")
+
+
+def inputs(project: str) -> tuple[list[str], list[str]]:
+    """Every file and environment variable :func:`load` reads for ``project`` (flags aside):
+    a key of what a configuration was loaded from (``commands/run_lean``)."""
+    files = [*paths.config_files(project), paths.trust_file()]
+    return files, [*INPUT_ENV, *(env_name(key) for key in SCHEMA)]
+
+
 def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
     config = Config()
     for key, option in SCHEMA.items():

@@ -7,13 +7,15 @@ sandboxed command's own status.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
 from manager import __version__
 from manager.errors import WorkspaceError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 COMMANDS = (
     "run", "status", "diff", "commit", "discard", "sessions", "doctor", "gc", "config",
@@ -24,6 +26,9 @@ COMMANDS = (
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that command's (so ``run`` imports only what it needs)."""
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="workspace",
         description="Run commands with their side effects held in a copy-on-write overlay; "
@@ -37,6 +42,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["run"]:
+        # As a program (never for a caller in this process): a run with nothing to decide
+        # goes to the sandbox's entry here, before argparse and the package are imported.
+        from manager.commands import run_lean
+
+        status = run_lean.attempt(sys.argv[2:])
+        if status is not None:
+            import os
+
+            os._exit(status)   # nothing written, nothing to finalize: ~4 ms of teardown spared
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)

@@ -53,8 +53,9 @@ MAY_IMPORT: dict[str, set[str]] = {
                "session", "ui", "versioning"},
     "review": {"changes", "fs", "git", "record", "ui"},
     "service": {"claude", "errors", "fastjson", "session.paths"},   # the resident hook service
-    "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors", "git",
-                 "guardrails", "hide", "review", "service", "session", "ui", "versioning"},
+    "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors",
+                 "fastjson", "git", "guardrails", "hide", "review", "service", "session", "ui",
+                 "versioning"},                       # fastjson: run_lean, the lean `run`
     "main": {"errors", "commands", "__init__"},
     "__main__": {"main"},
     "__init__": set(),
@@ -74,6 +75,11 @@ HOT_FORBIDDEN = ("json", "re", "enum", "functools", "collections", "typing", "pa
                  "dataclasses", "subprocess", "tempfile", "shutil",
                  "contextlib", "yaml", "manager.config", "manager.engines", "manager.guardrails",
                  "manager.session.store", "manager.session.context", "manager.commands")
+# `workspace run`'s lean path (commands/run_lean): the entry exec'd before argparse, YAML or
+# the package's heavier modules are imported.
+LEAN_RUN_PATH = ["manager.main", "manager.commands.run_lean"]
+LEAN_RUN_FORBIDDEN = (*(m for m in HOT_FORBIDDEN if m != "manager.commands"), "argparse",
+                      "shlex", "importlib.util", "manager.commands.run", "manager.commands.common")
 HOOK_JSON = ("hookSpecificOutput", "systemMessage", "permissionDecision", "additionalContext")
 
 
@@ -213,15 +219,18 @@ def test_imports_follow_the_layers(module: str, path: Path):
     assert not wrong, f"{module} imports {wrong}; it may import only {sorted(allowed)}"
 
 
-def test_hook_path_imports_nothing_heavy_at_start_up():
+@pytest.mark.parametrize(("modules", "forbidden"), [(HOT_PATH, HOT_FORBIDDEN),
+                                                    (LEAN_RUN_PATH, LEAN_RUN_FORBIDDEN)],
+                         ids=["hook", "lean run"])
+def test_hot_paths_import_nothing_heavy_at_start_up(modules: list[str], forbidden: tuple[str, ...]):
     code = ("import sys\nbefore = set(sys.modules)\n"
-            + "".join(f"import {m}\n" for m in HOT_PATH)
+            + "".join(f"import {m}\n" for m in modules)
             + "print('\\n'.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, "
                           f"{str(REPO)!r})\n{code}"], capture_output=True, text=True, check=True)
     loaded = out.stdout.split()
-    heavy = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in HOT_FORBIDDEN)]
-    assert not heavy, f"the hook path imports {heavy} at start-up"
+    heavy = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden)]
+    assert not heavy, f"{modules} import {heavy} at start-up"
 
 
 def test_only_the_claude_package_speaks_the_hook_protocol():

@@ -152,6 +152,11 @@ def test_readme_install_as_an_ordinary_user(account: Account):
                       project)
     assert (ran.returncode, ran.stdout) == (0, "hi\n"), ran.stderr
     assert not (project / "made.txt").exists()
+    # Again, the lean way: the installed code (not this checkout) recorded the entry.
+    record, = (account.home / ".local/state/workspace/sessions").glob("*/run-entry.json")
+    assert json.loads(record.read_text())["code"][0] != str(REPO / "manager")
+    again = account.run(["workspace", "run", "--", "cat", "made.txt"], project)
+    assert (again.returncode, again.stdout) == (0, "hi\n"), again.stderr
     status = json.loads(account.check(["workspace", "status", "--json"], project).stdout)
     assert [c["path"] for c in status["changes"]] == [str(project / "made.txt")]
     account.check(["workspace", "commit"], project)

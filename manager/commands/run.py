@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import shlex
 import sys
 from pathlib import Path
 
+from manager.commands import run_lean
 from manager.commands.common import session_args
 from manager.engines import registry
 from manager.engines.base import RunRequest
@@ -15,7 +18,14 @@ from manager.errors import WorkspaceError
 from manager.session import sandbox
 from manager.session import store
 from manager.session.context import Context
+from manager.session.context import find_project
 from manager.session.store import Session
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from typing import Any
+
+    from manager.engines.base import Engine
 
 SANDBOX_FAILED = 125  # as the per-call entries: the command did not run
 
@@ -50,13 +60,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, command: str) -> int:
-    ctx = Context.load(args.project, {"engine": args.engine})
+    project = Path(args.project).resolve() if args.project else find_project(Path(os.getcwd()))
+    # Read before the configuration: the key of the lean path's record (run_lean).
+    key = _lean_key(str(project)) if args.engine is None else None
+    ctx = Context.load(str(project), {"engine": args.engine})
     session = ctx.open_or_create(args.session, new=args.new)
     _state_engine_drift(ctx, session)
     request = RunRequest(command=command, cwd=os.path.abspath(args.cwd or os.getcwd()),
                          timeout=args.timeout,
                          cwd_out=Path(args.cwd_out) if args.cwd_out else None)
-    return sandbox.run(ctx, session, request)
+    quiet = session.extra.get("engine_drift_stated") is None   # no note the lean path must give
+    remember = None
+    if key is not None and quiet:
+        remember = functools.partial(_remember, key, session)
+    return sandbox.run(ctx, session, request, prepared=remember)
+
+
+def _lean_key(project: str) -> dict[str, Any] | None:
+    try:
+        return run_lean.before_load(project)
+    except (OSError, ValueError):   # the configuration's own reading says what is wrong
+        return None
+
+
+def _remember(key: dict[str, Any], session: Session, engine: Engine) -> None:
+    """The lean path's record; it is a cache, so failing to write it changes nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        run_lean.remember(key, session, engine)
 
 
 def _state_engine_drift(ctx: Context, session: Session) -> None:

@@ -29,14 +29,23 @@ def effective(config: Config, project: str) -> str | list[str]:
     return domains if domains is not None else value
 
 
-def claude_allowed_domains(project: str) -> list[str] | None:
+def inputs(project: str) -> tuple[list[str], list[str]]:
+    """The files and environment variables :func:`effective` reads besides the configuration."""
+    return _claude_settings(project), ["CLAUDE_CONFIG_DIR", "HOME"]
+
+
+def _claude_settings(project: str) -> list[str]:
     # Claude's own configuration directory (the rule of manager.claude.permissions.config_dir,
     # which this layer does not import).
     config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
+    return [os.path.join(config_dir, "settings.json"),
+            os.path.join(project, ".claude", "settings.json"),
+            os.path.join(project, ".claude", "settings.local.json")]
+
+
+def claude_allowed_domains(project: str) -> list[str] | None:
     found: list[str] | None = None
-    for path in (os.path.join(config_dir, "settings.json"),
-                 os.path.join(project, ".claude", "settings.json"),
-                 os.path.join(project, ".claude", "settings.local.json")):
+    for path in _claude_settings(project):
         domains = _domains_in(path)
         if domains is not None:
             found = [*(found or []), *domains]

@@ -157,3 +157,18 @@ def leaves_containers(engine: object) -> TypeGuard[LeavesContainers]:
     """``engine`` has the :class:`LeavesContainers` capability (what ``isinstance`` with a
     runtime-checkable protocol checks: its methods are there)."""
     return all(callable(getattr(engine, name, None)) for name in ("labelled", "remove_orphan"))
+
+
+if TYPE_CHECKING:
+    class LeanRun(Engine, Protocol):
+        """An optional capability: engines whose entry may be run straight from a record by
+        ``workspace run``'s lean path (commands/run_lean), because it hands every call it cannot
+        enter to ``workspace run``."""
+
+        def lean_run_files(self, session: Session) -> list[Path]:
+            """Files whose content, unchanged, means :meth:`Engine.prepare` would do nothing."""
+
+
+def has_lean_run(engine: object) -> TypeGuard[LeanRun]:
+    """``engine`` has the :class:`LeanRun` capability."""
+    return callable(getattr(engine, "lean_run_files", None))

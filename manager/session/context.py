@@ -10,6 +10,7 @@ from manager.config import Config
 from manager.engines import registry
 from manager.errors import WorkspaceError
 from manager.record import Record
+from manager.session import paths
 from manager.session import store
 from manager.session.store import Session
 
@@ -21,12 +22,8 @@ if TYPE_CHECKING:
 
 
 def find_project(start: Path) -> Path:
-    """The enclosing git work tree, else ``start`` itself."""
-    start = start.resolve()
-    for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return start
+    """The enclosing git work tree, else ``start`` itself (:func:`paths.project_of`)."""
+    return Path(paths.project_of(str(start)))
 
 
 class Context(Record):

@@ -76,6 +76,40 @@ def session_root(session_id: str) -> str:
     return os.path.join(state_root(), "sessions", session_id)
 
 
+def project_of(start: str) -> str:
+    """**The** project of a directory: the enclosing git work tree (a ``.git`` entry), else
+    the directory itself; symlinks resolved."""
+    start = os.path.realpath(start)
+    candidate = start
+    while True:
+        if os.path.exists(os.path.join(candidate, ".git")):
+            return candidate
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            return start
+        candidate = parent
+
+
+def pointer_file(project: str) -> str:
+    """The project's current-session pointer: ``projects/<sha256(project)[:16]>.json``."""
+    name = sha256_hex(project.encode())[:16]
+    return os.path.join(state_root(), "projects", f"{name}.json")
+
+
+def sha256_hex(data: bytes) -> str:
+    """``hashlib.sha256(data).hexdigest()``, from CPython's built-in sha256 when it has one
+    (3.11 ``_sha256``, 3.12 ``_sha2``): hashlib loads OpenSSL, ~3 ms of every command."""
+    for name in ("_sha256", "_sha2"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        return str(module.sha256(data).hexdigest())
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def valid_id(value: Any, limit: int = ID_LIMIT) -> TypeGuard[str]:
     """A session (or tool call) id: ASCII letters, digits and ``._-``, a letter or digit first."""
     return (isinstance(value, str) and 0 < len(value) <= limit and value.isascii()

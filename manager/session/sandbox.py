@@ -18,6 +18,10 @@ from manager.session import store
 from manager.session.context import Context
 from manager.session.store import Session
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
+if TYPE_CHECKING:
+    from manager.engines.base import Engine
+
 REVIEW_CACHE = "review.cache"
 
 
@@ -71,13 +75,17 @@ def upper_at_rest(ctx: Context, session: Session) -> Iterator[list[model.Layer]]
         yield engine.layers(session)
 
 
-def run(ctx: Context, session: Session, request: RunRequest) -> int:
+def run(ctx: Context, session: Session, request: RunRequest,
+        prepared: Callable[[Engine], None] | None = None) -> int:
     """Run ``request`` in the session's sandbox, preparing it first: the one way in.
 
     ``workspace run``, a rewind writing the view and the plugin's sync of a Write
     all come here; the streams are the request's (default: this process's stdio).
+    ``prepared`` is called once the sandbox is prepared, under the session's lock.
     """
     engine = ctx.engine(session)
     with store.lock(session, shared=True, timeout=60):
         engine.prepare(session)
+        if prepared is not None:
+            prepared(engine)
         return engine.run(session, request)

@@ -10,7 +10,6 @@ Layout::
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 
@@ -159,22 +158,7 @@ def remove(session: Session) -> None:
 
 
 def _pointer_path(project: Path) -> Path:
-    key = _sha256_hex(str(project).encode())[:16]
-    return paths.projects_dir() / f"{key}.json"
-
-
-def _sha256_hex(data: bytes) -> str:
-    """``hashlib.sha256(data).hexdigest()``, from CPython's built-in sha256 when it has one
-    (3.11 ``_sha256``, 3.12 ``_sha2``): hashlib loads OpenSSL, ~3 ms of every command."""
-    for name in ("_sha256", "_sha2"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        return str(module.sha256(data).hexdigest())
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
+    return Path(paths.pointer_file(str(project)))
 
 
 def current_id(project: Path) -> str | None:

@@ -32,7 +32,8 @@ def test_there_are_entry_scripts():
 def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
     text = script.read_text()
     assert f"${base.NO_FALLBACK}" in text and f"exit {base.NOT_ENTERED}" in text
-    found = re.search(r'exec "\$PY" -m manager (run .*?) -c "\$CMD"', text.replace("\\\n", " "))
+    found = re.search(r'exec "\$PY" (?:"\$\{py_flags\[@\]\}" )?-m manager (run .*?) -c "\$CMD"',
+                      text.replace("\\\n", " "))
     assert found, "the fallback hands over to `workspace run`"
     flags = re.findall(r"(?<![\w-])(--[a-z-]+)", found.group(1))
     assert flags[:3] == ["--session", "--cwd", "--cwd-out"]
@@ -74,3 +75,11 @@ def test_the_overlay_entry_and_holder_share_the_sync_protocol():
     for name in (names.SYNC_REQUEST, names.SYNC_SLEEP, names.SYNC_DONE, names.SYNC_DIRTY):
         assert f'"$S/{name}"' in text or f"$S/{name}" in text, name
     assert f"$why == {names.RETIRED}" in text
+
+
+def test_the_overlay_entry_knows_the_lean_runs_variable():
+    """commands/run_lean sets it; the entry reads it, and the full path never passes it on."""
+    from manager.commands import run_lean
+
+    assert f"lean=${run_lean.LEAN_RUN}\nunset {run_lean.LEAN_RUN}\n" in overlay.ENTER_SCRIPT.read_text()
+    assert f'env.pop("{run_lean.LEAN_RUN}", None)' in Path(overlay.__file__).read_text()

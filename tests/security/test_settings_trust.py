@@ -46,6 +46,7 @@ def test_project_file_cannot_switch_the_sandbox_off(claude: Claude, project: Pat
 
 @pytest.mark.parametrize("relative", [
     "state/workspace/sessions/sess-1/bypass-next", "state/workspace/sessions/sess-1/claude.json",
+    "state/workspace/sessions/sess-1/run-entry.json",
     "state/workspace/trusted-projects.json", "config/workspace/config.yaml",
     "home/.claude/settings.json", "home/.claude/shell-snapshots/snapshot-bash-1.sh",
     "config/containers/containers.conf", "home/.docker/config.json",

@@ -34,7 +34,7 @@ fallback() {
         echo "workspace: the container of session $SESSION is not running" >&2
         exit 125
     fi
-    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} \
+    exec "$PY" -P -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} \
         ${T:+--timeout "$T"} -c "$CMD"
 }
 

@@ -135,6 +135,7 @@ class OverlayEngine:
         """Run through the entry: (status, None), or (125, why) when it did not enter."""
         read_end, write_end = os.pipe()
         env = dict(os.environ, WORKSPACE_NO_FALLBACK="1", WORKSPACE_NOT_ENTERED_FD=str(write_end))
+        env.pop("WORKSPACE_LEAN_RUN", None)   # the lean path's alone (commands/run_lean)
         try:
             status = procs.run_tree(self.entry_argv(session, request), env, request.timeout,
                                     pass_fds=(write_end,), streams=request.streams())
@@ -191,6 +192,13 @@ class OverlayEngine:
                 (session.sandbox / HOLDER_PID).unlink(missing_ok=True)
             if holder_pid(session.sandbox) is None:
                 self._start_holder(session)
+
+    def lean_run_files(self, session: Session) -> list[Path]:
+        """What ``workspace run``'s lean path (commands/run_lean) keys its record on, besides
+        the configuration: the running holder, whose pid file (pid, start time) is rewritten
+        at each start; :meth:`prepare`'s decisions hold while it runs. The entry itself hands
+        a call it cannot enter to ``workspace run``."""
+        return [session.sandbox / HOLDER_PID]
 
     def entry_argv(self, session: Session, request: RunRequest) -> list[str]:
         return ["/bin/bash", str(ENTER_SCRIPT), str(session.sandbox), session.id,

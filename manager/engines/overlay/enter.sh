@@ -22,8 +22,14 @@
 #   WORKSPACE_NOT_ENTERED_FD   write the reason there, not to stderr
 S=$1 SESSION=$2 PY=$3 CWD=${4:-$PWD} OUT=$5 CMD=$6
 [[ $CWD == /* ]] || CWD=$PWD/$CWD
+# Set by `workspace run`'s lean path (commands/run_lean.py), which runs this script from a
+# record: a call that does not enter goes to the full `workspace run` (it starts or
+# replaces the holder, retries, and says why), started as the CLI was ("isolated": -I).
+lean=$WORKSPACE_LEAN_RUN
+unset WORKSPACE_LEAN_RUN
 
 not_entered() {
+    [[ -n $lean ]] && run_cli
     if [[ -n $WORKSPACE_NOT_ENTERED_FD ]]; then
         printf '%s\n' "$1" >&"$WORKSPACE_NOT_ENTERED_FD"
     else
@@ -38,7 +44,13 @@ cwd_else() {
 
 fallback() {
     [[ -n $WORKSPACE_NO_FALLBACK ]] && not_entered "$1"
-    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
+    run_cli
+}
+
+run_cli() {
+    local py_flags=()
+    [[ $lean == isolated ]] && py_flags=(-I)
+    exec "$PY" -P "${py_flags[@]}" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
 }
 
 gone="the sandbox of session $SESSION is not running"

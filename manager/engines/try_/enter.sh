@@ -45,7 +45,7 @@ fallback() {
         echo "workspace: the try sandbox of session $SESSION is not prepared" >&2
         exit 125
     fi
-    exec "$PY" -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
+    exec "$PY" -P -m manager run --session "$SESSION" --cwd "$CWD" ${OUT:+--cwd-out "$OUT"} -c "$CMD"
 }
 
 [[ -d $WS/tmp && -f $WS/hide.list ]] || fallback   # hide.list: prepare ran (manager/hide.py)
