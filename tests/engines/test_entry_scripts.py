@@ -32,9 +32,10 @@ def test_there_are_entry_scripts():
 def test_entry_script_fallback_is_a_command_line_the_cli_accepts(script: Path):
     text = script.read_text()
     assert f"${base.NO_FALLBACK}" in text and f"exit {base.NOT_ENTERED}" in text
-    found = re.search(r'exec "\$PY" (?:"\$\{py_flags\[@\]\}" )?-m manager (run .*?) -c "\$CMD"',
+    # -P: never the working directory (the project, the agent's to write) first on the path.
+    found = re.search(r'exec "\$PY" -P (?:"\$\{py_flags\[@\]\}" )?-m manager (run .*?) -c "\$CMD"',
                       text.replace("\\\n", " "))
-    assert found, "the fallback hands over to `workspace run`"
+    assert found, "the fallback hands over to `workspace run`, with -P"
     flags = re.findall(r"(?<![\w-])(--[a-z-]+)", found.group(1))
     assert flags[:3] == ["--session", "--cwd", "--cwd-out"]
     argv = ["run", *(part for flag in flags for part in (flag, "1")), "-c", "true"]
