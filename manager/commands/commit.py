@@ -8,13 +8,13 @@ from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import is_within
 from manager.commands.common import json_arg
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.commit import btime
 from manager.commit import history as history_mod
 from manager.commit.session import Target
 from manager.commit.session import commit_session
-from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def commit(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     paths = resolve_paths(args.paths)
     # Less a second: file timestamps come from a coarse clock that lags time.time().

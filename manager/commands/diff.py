@@ -10,12 +10,12 @@ from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import select
 from manager.commands.common import pager_args
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import diff_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
-from manager.session.context import Context
 from manager.session.sandbox import pending
 
 
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def show(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     project = session.project_path
     expand = args.all or bool(args.paths)

@@ -10,13 +10,13 @@ from manager.changes.model import Change
 from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import pager_args
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import space
 from manager.review import status_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
-from manager.session.context import Context
 from manager.session.sandbox import pending
 from manager.session.store import Session
 
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def status(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     drift = ctx.engine_drift(session)
     if drift is not None:   # shown, not kept: it holds as long as the configuration says it
