@@ -16,6 +16,7 @@ from manager.git import view as gitview
 from manager.review import diff_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
+from manager.session import reviewed
 from manager.session.sandbox import pending
 
 
@@ -39,6 +40,7 @@ def show(args: argparse.Namespace) -> int:
     project = session.project_path
     expand = args.all or bool(args.paths)
     ignores = IgnoreQuery(project)   # git answers while the walk runs
+    reviewed.mark(session)   # before the walk: a write during it counts as unseen
     found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES,
                     on_found=ignores.ask)
     groups = group(select(found, resolve_paths(args.paths)), project, expand=expand,

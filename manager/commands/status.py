@@ -17,6 +17,7 @@ from manager.review import space
 from manager.review import status_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
+from manager.session import reviewed
 from manager.session.sandbox import pending
 from manager.session.store import Session
 
@@ -42,6 +43,7 @@ def status(args: argparse.Namespace) -> int:
     expand = args.all or bool(args.paths) or args.json
     # Started before the walk, git answers while it runs (not for --json: no groups).
     ignores = None if args.json else IgnoreQuery(session.project_path)
+    reviewed.mark(session)   # before the walk: a write during it counts as unseen
     found = select(pending(ctx, session, summarize=None if expand else 0,
                            on_found=ignores.ask if ignores else None),
                    resolve_paths(args.paths))
