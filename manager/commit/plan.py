@@ -259,8 +259,11 @@ def _maybe_deleted_since_view(ctx: _Context, change: Change, action: str, hidden
     whose real file is absent: it carries no trace of a real file it may have replaced,
     so a real file deleted since the view was taken cannot be told from one that never
     was, unless the real directory's names did not change since (then none was deleted)."""
-    if action != "write" or hidden or is_copy_up(str(change.upper)):
-        return None   # directories: a real directory's ctime moves with its children
+    if action != "write" or hidden or is_copy_up(str(change.upper)) or \
+            "/.git/" in change.real_path:
+        # Directories: a real directory's ctime moves with its children. Git's internals:
+        # the commit applies the agent's history through git, which writes there first.
+        return None
     outside = realdirs.outside_ctime(ctx.real_dirs, os.path.dirname(change.real_path),
                                      os.fstat(dir_fd).st_ctime_ns)
     if not may_follow(outside, ctx.view_taken(change)):
