@@ -26,7 +26,7 @@ RECORD = "cgroups"
 
 def confine(sandbox: Path) -> None:
     """Move this process into a new cgroup in each of its hierarchies; OSError if one fails
-    (the caller refuses to build the sandbox: its commands would reach the host's)."""
+    (then nothing is recorded for the calls to join; what was made is swept later)."""
     made: list[str] = []
     try:
         for here in _own_cgroups():
@@ -38,8 +38,10 @@ def confine(sandbox: Path) -> None:
                 if os.path.exists(os.path.join(here, name)):
                     Path(new, name).write_text(Path(here, name).read_text())
             Path(new, "cgroup.procs").write_text(f"{os.getpid()}\n")
-    finally:
-        (sandbox / RECORD).write_text("".join(f"{d}\n" for d in made))
+    except OSError:
+        (sandbox / RECORD).write_text("")
+        raise
+    (sandbox / RECORD).write_text("".join(f"{d}\n" for d in made))
 
 
 def remove(sandbox: Path) -> None:

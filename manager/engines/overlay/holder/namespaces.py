@@ -70,8 +70,12 @@ def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False,
         from . import kernel
 
         if sandbox is not None:   # before /sys is read-only: a cgroup subtree of its own
-            cgroups.confine(sandbox)
-            flags |= CLONE_NEWCGROUP
+            try:
+                cgroups.confine(sandbox)
+                flags |= CLONE_NEWCGROUP
+            except OSError as exc:   # a read-only cgroup file system (a container): as before
+                print(f"note: the session's cgroups are not its own: {exc}", file=sys.stderr,
+                      flush=True)
         kernel.lock_host_views()
     flags |= CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
     flags |= CLONE_NEWIPC if pid_namespace else 0   # roothard: not the host's SysV IPC objects
