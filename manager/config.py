@@ -126,13 +126,14 @@ SCHEMA: dict[str, Option] = {
 
 
 class Config(Record):
-    __slots__ = ("values", "sources", "ignored")
+    __slots__ = ("values", "sources", "ignored", "skipped")
 
     def __init__(self, values: dict[str, Any] | None = None, sources: dict[str, str] | None = None,
-                 ignored: dict[str, str] | None = None) -> None:
+                 ignored: dict[str, str] | None = None, skipped: list[str] | None = None) -> None:
         self.values = values if values is not None else {}
         self.sources = sources if sources is not None else {}
         self.ignored = ignored if ignored is not None else {}   # key -> why (untrusted file)
+        self.skipped = skipped if skipped is not None else []   # project-file errors passed over
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -157,18 +158,20 @@ def inputs(project: str) -> tuple[list[str], list[str]]:
     return files, [*INPUT_ENV, *(env_name(key) for key in SCHEMA)]
 
 
-def load(project: Path | None, flags: dict[str, Any] | None = None) -> Config:
+def load(project: Path | None, flags: dict[str, Any] | None = None, *,
+         lenient: bool = False) -> Config:
+    """Settings, lowest precedence first. ``lenient`` (review, commit, discard): an error in
+    the project's file, which the agent may write, skips that setting (or the whole file
+    when it cannot be read as settings) and is noted in ``skipped``, never raised: nothing
+    the agent writes may make review or commit impossible. The hook loads strictly (a
+    setting it cannot read denies the call)."""
     config = Config()
     for key, option in SCHEMA.items():
         _set(config, key, option.default, "default")
     for path in user_config_files():
         _merge_file(config, path)
     if project is not None:
-        path = project / PROJECT_FILE
-        text = _read_settings_file(path)   # once: the content judged trusted is the one merged
-        if text is not None:
-            digest = _digest(text.encode("utf-8"))
-            _merge_text(config, path, text, None if is_trusted_digest(path, digest) else TRUST_REQUIRED)
+        _merge_project(config, project / PROJECT_FILE, config.skipped if lenient else None)
     _merge_env(config)
     for key, value in (flags or {}).items():
         if value is not None:
@@ -181,6 +184,20 @@ def _set(config: Config, key: str, value: Any, source: str) -> None:
     config.sources[key] = source
 
 
+def _merge_project(config: Config, path: Path, skipped: list[str] | None) -> None:
+    try:
+        text = _read_settings_file(path)   # once: the content judged trusted is the one merged
+        if text is None:
+            return
+        digest = _digest(text.encode("utf-8"))
+        _merge_text(config, path, text, None if is_trusted_digest(path, digest) else TRUST_REQUIRED,
+                    skipped)
+    except ConfigError as exc:   # unreadable as settings: nothing of it was merged
+        if skipped is None:
+            raise
+        skipped.append(f"{exc}; the whole file is ignored")
+
+
 def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = None) -> None:
     """Merge one file; keys in ``trusted`` (when given) are recorded as ignored instead."""
     text = _read_settings_file(path)
@@ -188,13 +205,19 @@ def _merge_file(config: Config, path: Path, trusted: frozenset[str] | None = Non
         _merge_text(config, path, text, trusted)
 
 
-def _merge_text(config: Config, path: Path, text: str, trusted: frozenset[str] | None) -> None:
+def _merge_text(config: Config, path: Path, text: str, trusted: frozenset[str] | None,
+                skipped: list[str] | None = None) -> None:
+    """Merge the file's settings; with ``skipped`` given, a setting in error is noted
+    there and passed over instead of raised."""
     data = _parse(path, text)
-    for key, value in _flatten(data, path).items():
-        if SCHEMA[key].type is list and isinstance(value, str):
-            raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
-                              hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
-        coerced = _coerce(key, value, str(path))
+    for key, value in _flatten(data, path, skipped).items():
+        try:
+            coerced = _checked(key, value, path)
+        except ConfigError as exc:
+            if skipped is None:
+                raise
+            skipped.append(f"{exc}; ignored")
+            continue
         if trusted is not None and key in ADD_ONLY:
             coerced = list(dict.fromkeys([*config.values[key], *coerced]))   # union: adds only
         elif trusted is not None and key in trusted:
@@ -205,6 +228,13 @@ def _merge_text(config: Config, path: Path, text: str, trusted: frozenset[str] |
                                    "reading it)")
             continue
         _set(config, key, coerced, str(path))
+
+
+def _checked(key: str, value: Any, path: Path) -> Any:
+    if SCHEMA[key].type is list and isinstance(value, str):
+        raise ConfigError(f"{path}: setting {key!r} expects list, got {value!r}",
+                          hint=f"write it as a YAML list: {key.split('.')[-1]}: [{value!r}]")
+    return _coerce(key, value, str(path))
 
 
 def trust_path() -> Path:
@@ -283,11 +313,12 @@ def _read_settings_file(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):   # fdopen refuses a directory with an OSError
+        os.close(fd)
+        raise ConfigError(f"config file {path} is not a regular file",
+                          hint=f"remove {path} or replace it with a file")
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"config file {path} is not a regular file",
-                              hint=f"remove {path} or replace it with a file")
         if st.st_size > MAX_FILE_BYTES:
             raise ConfigError(f"config file {path} is larger than {MAX_FILE_BYTES >> 10} KiB")
         data = f.read(MAX_FILE_BYTES + 1)
@@ -345,14 +376,17 @@ def _yaml() -> Any:
     return yaml
 
 
-def _flatten(data: dict[str, Any], path: Path, prefix: str = "") -> dict[str, Any]:
+def _flatten(data: dict[str, Any], path: Path, skipped: list[str] | None = None,
+             prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for raw_key, value in data.items():
         key = f"{prefix}{raw_key}"
         if isinstance(value, dict) and any(k.startswith(key + ".") for k in SCHEMA):
-            flat.update(_flatten(value, path, key + "."))
+            flat.update(_flatten(value, path, skipped, key + "."))
         elif key in SCHEMA:
             flat[key] = value
+        elif skipped is not None:
+            skipped.append(f"{path}: unknown setting {key!r}; ignored")
         else:
             raise ConfigError(f"{path}: unknown setting {key!r}", hint=_suggest(key))
     return flat

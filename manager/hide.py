@@ -21,17 +21,23 @@ from __future__ import annotations
 
 import os
 
+from manager.errors import ConfigError
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from manager.config import Config
+    from manager.fs.globwalk import Budget
 
 # Where Claude Code keeps its settings: manager.claude.permissions reads the same files
 # (this module sits below it: engines use it); tests/test_hide.py holds the two together.
 MANAGED = "/etc/claude-code/managed-settings.json"
 MANAGED_DROP_INS = "/etc/claude-code/managed-settings.d"
 GLOB_CHARS = frozenset("*?[")
+# What expanding the patterns that glob outside the project may read, all together.
+GLOB_ENTRIES = 100_000
+GLOB_SECONDS = 1.0
 
 
 class Target:
@@ -64,12 +70,28 @@ def targets(config: Config, project: str) -> list[Target]:
     return resolve(patterns(config, project), project)
 
 
-def resolve(found: Iterable[str], project: str) -> list[Target]:
-    """The existing real paths ``found`` names, outermost only, never ``project`` or above it."""
+def resolve(found: Iterable[str], project: str, strict: bool = True) -> list[Target]:
+    """The existing real paths ``found`` names, outermost only, never ``project`` or above it.
+    A pattern that globs too far is refused (ConfigError); not ``strict`` (review and
+    commit, which an agent-written pattern must never block), passed over."""
+    from manager.fs import globwalk
+
     real_project = os.path.realpath(project) if project else ""
     paths: set[str] = set()
+    outside = globwalk.Budget(GLOB_ENTRIES, GLOB_SECONDS)   # shared: the start stays fast
     for pattern in found:
-        for path in _expand(pattern, project):
+        try:
+            expanded = _expand(pattern, project, outside)
+        except globwalk.OverBudget:
+            if not strict:
+                continue
+            raise ConfigError(
+                f"hide pattern {pattern!r} makes the sandbox's start read more than "
+                f"{GLOB_ENTRIES:,} directory entries outside the project (or take over "
+                f"{GLOB_SECONDS:g} s): refused", hint="name the paths, or glob below a smaller "
+                "directory (`~/.ssh/id_*`, not `/**/id_*`); `workspace config` shows where it "
+                "is set") from None
+        for path in expanded:
             if os.path.lexists(path):
                 paths.add(os.path.realpath(path))
     kept = [p for p in paths if p != "/" and not (real_project and within(real_project, p))]
@@ -99,13 +121,20 @@ def carve(found: list[Target], keep: str) -> list[Target]:
     return out
 
 
-def _expand(pattern: str, project: str) -> list[str]:
+def _expand(pattern: str, project: str, outside: Budget | None = None) -> list[str]:
     path = absolute(pattern, project)
     if not path or not GLOB_CHARS & set(path):
         return [path] if path else []
-    import glob
+    from manager.fs import globwalk
 
-    return glob.glob(path, recursive=True, include_hidden=True)
+    # Bounded outside the project: an agent-written pattern may name the whole file system.
+    # Inside, the walk is the project's own size (Claude's `Read(.env)` is `**/.env` there).
+    literal = path[:min(path.index(c) for c in GLOB_CHARS if c in path)].rpartition("/")[0]
+    real = os.path.realpath(literal or "/")
+    inside = bool(project) and within(real, os.path.realpath(project))
+    if inside:
+        return globwalk.expand(path, globwalk.Budget(1 << 62, 1e9))
+    return globwalk.expand(path, outside or globwalk.Budget(GLOB_ENTRIES, GLOB_SECONDS))
 
 
 def absolute(pattern: str, project: str) -> str:
@@ -135,9 +164,9 @@ def never_written(config: Config, project: str) -> list[str]:
     hide by a layer (try's whiteouts, a container's mask over a later path) let a command
     make a file there; it stays in the sandbox."""
     found = patterns(config, project)
-    named = [p for pattern in found for p in _expand(pattern, project)
-             if not GLOB_CHARS & set(pattern)]
-    return sorted({*named, *(t.path for t in resolve(found, project))})
+    named = [p for pattern in found if not GLOB_CHARS & set(pattern)
+             for p in _expand(pattern, project)]
+    return sorted({*named, *(t.path for t in resolve(found, project, strict=False))})
 
 
 # -- Claude Code's own read denials ------------------------------------------------------

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import is_within
 from manager.commands.common import json_arg
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.commit import btime
 from manager.commit import history as history_mod
 from manager.commit.session import Target
 from manager.commit.session import commit_session
-from manager.session.context import Context
+from manager.errors import WorkspaceError
+from manager.session import reviewed
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
 
@@ -38,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def commit(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     paths = resolve_paths(args.paths)
     # Less a second: file timestamps come from a coarse clock that lags time.time().
@@ -48,7 +51,10 @@ def commit(args: argparse.Namespace) -> int:
 
         return commit_patch(ctx, session, paths, force=args.force)
     target = Target(session.dir, session.project_path, session.id, session.created)
+    after = reviewed.since(session)
     with upper_at_rest(ctx, session) as layers:
+        if after is not None:
+            _refuse_unreviewed(reviewed.unreviewed(layers, session.project_path, after), paths)
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))
@@ -57,6 +63,18 @@ def commit(args: argparse.Namespace) -> int:
     else:
         _report(done.result, done.history, done.applied)
     return 0 if done.ok else 1
+
+
+def _refuse_unreviewed(late: list[Path], paths: list[Path]) -> None:
+    """Nothing is applied while a process outside any call changed a path after review."""
+    late = [p for p in late if not paths or any(is_within(p, n) for n in paths)]
+    if late:
+        shown = ", ".join(ui.quote(str(p)) for p in late[:5]) + (" ..." if len(late) > 5 else "")
+        raise WorkspaceError(
+            f"{ui.count(len(late), 'path')} changed after the last call ended and after your "
+            f"last review, by a process a call left running: {shown}; nothing was committed",
+            hint="review again (workspace status / workspace diff), then commit: the sandbox is "
+                 "stopped now, nothing changes it until the next call")
 
 
 def _report(result: apply.CommitResult, history: history_mod.History | None,

@@ -7,12 +7,26 @@ import argparse
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every command ~3 ms
 if TYPE_CHECKING:
     from manager.guardrails.target import Target
+    from manager.session.context import Context
     from manager.session.health import Record
 
 
 def session_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", metavar="ID", help="session id (default: the project's current one)")
     parser.add_argument("--project", metavar="DIR", help="project directory (default: from the cwd)")
+
+
+def review_context(project: str | None) -> Context:
+    """The context for review, commit and discard: the project's settings file is the
+    agent's to write, so what in it cannot be read is skipped with a warning, never an
+    error that would block the user's review or commit."""
+    from manager import ui
+    from manager.session.context import Context
+
+    ctx = Context.load(project, lenient=True)
+    for problem in ctx.config.skipped:
+        ui.err(ui.paint(f"warning: {ui.shown(problem)}", "yellow"))
+    return ctx
 
 
 def json_arg(parser: argparse.ArgumentParser) -> None:

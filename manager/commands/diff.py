@@ -10,12 +10,13 @@ from manager import ui
 from manager.changes.display import resolve_paths
 from manager.changes.model import select
 from manager.commands.common import pager_args
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import diff_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
-from manager.session.context import Context
+from manager.session import reviewed
 from manager.session.sandbox import pending
 
 
@@ -34,11 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def show(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     project = session.project_path
     expand = args.all or bool(args.paths)
     ignores = IgnoreQuery(project)   # git answers while the walk runs
+    reviewed.mark(session)   # before the walk: a write during it counts as unseen
     found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES,
                     on_found=ignores.ask)
     groups = group(select(found, resolve_paths(args.paths)), project, expand=expand,

@@ -7,10 +7,10 @@ import argparse
 from manager import ui
 from manager.changes.display import resolve_paths
 from manager.commands.common import json_arg
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.errors import WorkspaceError
-from manager.session.context import Context
 from manager.session.sandbox import upper_at_rest
 
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def discard(args: argparse.Namespace) -> int:
     if not args.yes:
         raise WorkspaceError("discard drops changes for good", hint="add --yes to confirm")
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     with upper_at_rest(ctx, session) as layers:
         dropped = apply.discard(session.dir, layers, session.project_path,

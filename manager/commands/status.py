@@ -10,13 +10,14 @@ from manager.changes.model import Change
 from manager.changes.model import select
 from manager.commands.common import json_arg
 from manager.commands.common import pager_args
+from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.git import view as gitview
 from manager.review import space
 from manager.review import status_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
-from manager.session.context import Context
+from manager.session import reviewed
 from manager.session.sandbox import pending
 from manager.session.store import Session
 
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def status(args: argparse.Namespace) -> int:
-    ctx = Context.load(args.project)
+    ctx = review_context(args.project)
     session = ctx.session(args.session)
     if args.network:
         return _network_only(session, as_json=args.json)
@@ -46,6 +47,7 @@ def status(args: argparse.Namespace) -> int:
     expand = args.all or bool(args.paths) or args.json
     # Started before the walk, git answers while it runs (not for --json: no groups).
     ignores = None if args.json else IgnoreQuery(session.project_path)
+    reviewed.mark(session)   # before the walk: a write during it counts as unseen
     found = select(pending(ctx, session, summarize=None if expand else 0,
                            on_found=ignores.ask if ignores else None),
                    resolve_paths(args.paths))

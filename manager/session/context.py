@@ -34,9 +34,11 @@ class Context(Record):
         self.config = config
 
     @classmethod
-    def load(cls, project: str | None = None, flags: dict[str, Any] | None = None) -> Context:
+    def load(cls, project: str | None = None, flags: dict[str, Any] | None = None, *,
+             lenient: bool = False) -> Context:
+        """``lenient``: review, commit and discard (see :func:`manager.config.load`)."""
         root = Path(project).resolve() if project else find_project(Path(os.getcwd()))
-        return cls(root, config_mod.load(root, flags))
+        return cls(root, config_mod.load(root, flags, lenient=lenient))
 
     def engine(self, session: Session) -> Engine:
         # The engine recorded for an existing session wins over the configuration,

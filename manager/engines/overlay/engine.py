@@ -217,6 +217,7 @@ class OverlayEngine:
             )
         _kill(pid)
         (session.sandbox / HOLDER_PID).unlink(missing_ok=True)
+        _remove_cgroups(session.sandbox)
         hand_back(session.sandbox)
 
     def destroy(self, session: Session) -> None:
@@ -230,6 +231,7 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
     """Start the holder and prove that a call can enter it; EngineUnavailable otherwise."""
     maps = overlay_ids.plan()
     (sandbox / HANDED_BACK).unlink(missing_ok=True)
+    _remove_cgroups(sandbox)   # a holder that died by itself left them
     proc, line = _spawn_holder(sandbox, project, idle_seconds, maps)
     if line.startswith("maps: ") and maps.mode == overlay_ids.SUBORDINATE:
         # newuidmap refused (a stale /etc/subuid, a policy): today's single mapping, not a failure.
@@ -410,6 +412,18 @@ def namespace_members(holder: int) -> list[int]:
                 if os.readlink(f"/proc/{entry}/ns/user") == ns and procs.parent_of(int(entry)) != holder:
                     members.append(int(entry))
     return members
+
+
+def _remove_cgroups(sandbox: Path) -> None:
+    """The session's cgroups (run as root), once the processes in them are gone."""
+    from manager.engines.overlay.holder import cgroups
+
+    deadline = time.monotonic() + 2
+    while (sandbox / cgroups.RECORD).exists():
+        cgroups.remove(sandbox)
+        if not (sandbox / cgroups.RECORD).read_text() or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
 
 
 def _kill(pid: int) -> None:

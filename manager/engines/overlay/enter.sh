@@ -109,6 +109,18 @@ read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
 # make the call fail half-way.
 { exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
     fallback "$gone"
+# Run as root: the session's own cgroups, and its cgroup namespace rooted there
+# (holder/cgroups.py): the call joins both, so a cgroup file system it mounts, even from a
+# cgroup namespace of its own, shows only the session's subtree, never the host's.
+cgroupns=()
+if ((EUID == 0)) && [[ -s $S/cgroups ]]; then
+    { exec 90<"/proc/$view/ns/cgroup"; } 2>/dev/null || fallback "$gone"
+    while IFS= read -r cg; do
+        [[ $cg == /*/workspace-+([0-9]) ]] && { echo $$ >"$cg/cgroup.procs"; } 2>/dev/null ||
+            not_entered "cannot join the session's cgroup $cg; the command did not run"
+    done <"$S/cgroups"
+    cgroupns=(--cgroup=/proc/self/fd/90)
+fi
 # Setting `network` (off, or a list): the sandbox's own network namespace, whose only way
 # out is the session's proxy (holder/egress_proxy.py). Entered whenever it is not ours, so that a
 # missing or rewritten state file can never leave a call on the host's network.
@@ -176,7 +188,8 @@ fi
 # is then a pipe to this script (no host file), closed for the command itself (bash keeps
 # a close-on-exec copy for the trap).
 enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
-    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${pidns[@]}" --root=/proc/self/fd/94
+    --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${cgroupns[@]}" "${pidns[@]}"
+    --root=/proc/self/fd/94
     --wd=/proc/self/fd/94 -- unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
     ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '

@@ -167,7 +167,7 @@ def main(argv: list[str]) -> int:
     builder.log = log
     try:
         network = egress_proxy.HolderNetwork(str(sandbox))   # network: before the namespaces
-        enter_namespaces(pid_namespace=True, net_namespace=network.isolated)
+        enter_namespaces(pid_namespace=True, net_namespace=network.isolated, sandbox=sandbox)
         network.inside(builder.log)
         builder.build(project)
         builder.hidden = hide.apply(builder.root, sandbox, builder.log)   # issue 24

@@ -17,6 +17,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWCGROUP = 0x02000000
 PR_SET_DUMPABLE = 4
 
 
@@ -56,17 +57,27 @@ def pivot(root: Path) -> int:
     return host_ns
 
 
-def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False) -> None:
+def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False,
+                     sandbox: Path | None = None) -> None:
     """New user and mount namespaces (and a pid namespace for this process's children),
     mapped by the launcher; then their root."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    flags = 0
     if pid_namespace and os.geteuid() == 0:   # roothard: /proc, /sys locked read-only inside
+        from . import cgroups
         from . import kernel
 
+        if sandbox is not None:   # before /sys is read-only: a cgroup subtree of its own
+            try:
+                cgroups.confine(sandbox)
+                flags |= CLONE_NEWCGROUP
+            except OSError as exc:   # a read-only cgroup file system (a container): as before
+                print(f"note: the session's cgroups are not its own: {exc}", file=sys.stderr,
+                      flush=True)
         kernel.lock_host_views()
-    flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
+    flags |= CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)
     flags |= CLONE_NEWIPC if pid_namespace else 0   # roothard: not the host's SysV IPC objects
     flags |= CLONE_NEWNET if net_namespace else 0   # setting `network` (holder/egress_proxy.py)
     if libc.unshare(flags) != 0:

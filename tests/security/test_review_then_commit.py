@@ -1,0 +1,84 @@
+"""Issue 20: what commit applies is what review showed, with the sandbox's processes
+still running.
+
+The container engines keep a call's background processes (by design); one that wrote
+after ``workspace diff`` changed what ``workspace commit`` applied, unseen. Commit stops
+the sandbox before it reads anything (nothing runs during the commit) and refuses, with
+nothing applied, while a path changed after the last call ended and after the last
+review; a second review shows it, and the commit then goes through.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.engines.conftest import engine_cli
+from tests.engines.conftest import using_engine
+
+pytestmark = pytest.mark.engine
+
+# Left running by the call: waits for the test's signal (given in the container from
+# outside any call), then writes, as a dev server or a watcher would.
+LATER = ("(i=0; while [ ! -e /dev/shm/go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+         "echo late > out/late.txt; echo changed >> out/a.txt) >/dev/null 2>&1 </dev/null &")
+
+
+@pytest.fixture(params=["docker", "podman"])
+def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                     ) -> Iterator[str]:
+    yield from using_engine(request, monkeypatch)
+
+
+def _upper_has(name: str) -> bool:
+    from manager.session import store
+
+    sessions, _ = store.list_sessions()
+    return any(name in files for top, _dirs, files in os.walk(sessions[0].sandbox))
+
+
+def _signal(cli: str) -> None:
+    from manager.engines.container.base import resource_name
+    from manager.session import store
+
+    sessions, _ = store.list_sessions()
+    subprocess.run([cli, "exec", resource_name(sessions[0].id), "touch", "/dev/shm/go"],
+                   check=True, capture_output=True, timeout=60)
+
+
+def test_a_write_after_review_by_a_background_process_is_not_committed(
+        ws, project: Path, container_engine: str):
+    (project / "out").mkdir()
+    ws("run", "--", "sh", "-c", "echo a > out/a.txt; " + LATER, check=True)
+    shown = ws("diff", "--no-pager", check=True).stdout
+    assert "out/a.txt" in shown and "late.txt" not in shown
+    _signal(engine_cli(container_engine))
+    deadline = time.monotonic() + 30
+    while not _upper_has("late.txt"):
+        assert time.monotonic() < deadline, "the background process never wrote"
+        time.sleep(0.05)
+    proc = ws("commit")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "late.txt" in proc.stderr and "review again" in proc.stderr
+    assert not (project / "out" / "a.txt").exists(), "commit applied part of it"
+    assert not (project / "out" / "late.txt").exists()
+
+    assert "late.txt" in ws("diff", "--no-pager", check=True).stdout   # seen now
+    ws("commit", check=True)
+    assert (project / "out" / "late.txt").read_text() == "late\n"
+    assert (project / "out" / "a.txt").read_text() == "a\nchanged\n"
+
+
+def test_writes_of_calls_after_a_review_commit_as_before(ws, project: Path,
+                                                         container_engine: str):
+    """Only writes no call made are held: a call run after the review commits as before."""
+    ws("run", "--", "sh", "-c", "echo a > a.txt", check=True)
+    ws("status", check=True)
+    ws("run", "--", "sh", "-c", "echo b > b.txt", check=True)
+    ws("commit", check=True)
+    assert (project / "b.txt").read_text() == "b\n"
