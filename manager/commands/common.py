@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from manager.guardrails.target import Target
     from manager.session.context import Context
     from manager.session.health import Record
+    from manager.session.store import Session
 
 
 def session_args(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,17 @@ def review_context(project: str | None) -> Context:
     for problem in ctx.config.skipped:
         ui.err(ui.paint(f"warning: {ui.shown(problem)}", "yellow"))
     return ctx
+
+
+def still_running(ctx: Context, session: Session) -> tuple[list[str], str | None]:
+    """What of the session's calls runs now (a background call, what a call left in a
+    container), and the note a review says with it: their next writes are not in it."""
+    found = ctx.engine(session).running(session)
+    if not found:
+        return [], None
+    return found, (f"calls of this session are still running ({', '.join(found[:8])}"
+                   f"{', ...' if len(found) > 8 else ''}): what they write next is not shown here; "
+                   "review again when they have ended, before you commit")
 
 
 def json_arg(parser: argparse.ArgumentParser) -> None:

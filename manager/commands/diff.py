@@ -12,6 +12,7 @@ from manager.changes.model import select
 from manager.commands.common import pager_args
 from manager.commands.common import review_context
 from manager.commands.common import session_args
+from manager.commands.common import still_running
 from manager.git import view as gitview
 from manager.review import diff_view
 from manager.review.grouping import IgnoreQuery
@@ -41,6 +42,9 @@ def show(args: argparse.Namespace) -> int:
     expand = args.all or bool(args.paths)
     ignores = IgnoreQuery(project)   # git answers while the walk runs
     reviewed.mark(session)   # before the walk: a write during it counts as unseen
+    _, running = still_running(ctx, session)
+    if running is not None:
+        ui.err(ui.paint(f"note: {running}", "yellow"))
     found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES,
                     on_found=ignores.ask)
     groups = group(select(found, resolve_paths(args.paths)), project, expand=expand,

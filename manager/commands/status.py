@@ -12,6 +12,7 @@ from manager.commands.common import json_arg
 from manager.commands.common import pager_args
 from manager.commands.common import review_context
 from manager.commands.common import session_args
+from manager.commands.common import still_running
 from manager.git import view as gitview
 from manager.review import space
 from manager.review import status_view
@@ -44,6 +45,9 @@ def status(args: argparse.Namespace) -> int:
     drift = ctx.engine_drift(session)
     if drift is not None:   # shown, not kept: it holds as long as the configuration says it
         session.notes = [*session.notes, f"engine: {drift}"]
+    running, note = still_running(ctx, session)
+    if note is not None:
+        session.notes = [*session.notes, note]
     expand = args.all or bool(args.paths) or args.json
     # Started before the walk, git answers while it runs (not for --json: no groups).
     ignores = None if args.json else IgnoreQuery(session.project_path)
@@ -52,7 +56,7 @@ def status(args: argparse.Namespace) -> int:
                            on_found=ignores.ask if ignores else None),
                    resolve_paths(args.paths))
     if args.json:
-        ui.dump_json(as_json(session, found))
+        ui.dump_json({**as_json(session, found), "running": running})
         return 0
     ui.page(render(session, found, expand=expand, short=args.short, ignores=ignores),
             enabled=not args.no_pager)

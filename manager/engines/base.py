@@ -123,6 +123,10 @@ if TYPE_CHECKING:
             not ready it fails (exit 125) or re-prepares it through the CLI.
             """
 
+        def running(self, session: Session) -> list[str]:
+            """The calls (and what they left running) in the session now: what they write
+            next is not in a review made now, which says so."""
+
         def release(self, session: Session) -> None:
             """Stop whatever runs for the session (holders, containers); keep its changes."""
 

@@ -339,6 +339,9 @@ class ContainerEngine:
     def cli_path(self) -> str:
         return self.client.path()
 
+    def running(self, session: Session) -> list[str]:
+        return running_calls(session.sandbox)
+
     def release(self, session: Session) -> None:
         busy = running_calls(session.sandbox)
         if busy:

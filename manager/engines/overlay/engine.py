@@ -204,6 +204,10 @@ class OverlayEngine:
         return ["/bin/bash", str(ENTER_SCRIPT), str(session.sandbox), session.id,
                 sys.executable, request.cwd, str(request.cwd_out or ""), request.command]
 
+    def running(self, session: Session) -> list[str]:
+        pid = holder_pid(session.sandbox)
+        return [] if pid is None else [str(p) for p in namespace_members(pid)]
+
     def release(self, session: Session) -> None:
         pid = holder_pid(session.sandbox)
         if pid is None:

@@ -77,6 +77,9 @@ class TryEngine:
                              request.cwd,
                              request.cwd_out, request.command)
 
+    def running(self, session: Session) -> list[str]:
+        return ["a call"] if busy(session.sandbox) else []
+
     def release(self, session: Session) -> None:
         # try keeps nothing running between calls; a call in flight holds the lock.
         if busy(session.sandbox):
