@@ -47,3 +47,24 @@ def test_a_symlinked_call_mark_reads_no_host_file(project: Path, tmp_path: Path,
     shown = after.stdout + after.stderr
     assert "hunter2" not in shown, "the hidden file's first line reached the sandboxed side"
     assert after.returncode == 0, f"the session's calls no longer run: {shown}"
+
+
+def test_no_kind_of_mark_stops_or_steers_the_calls(project: Path, tmp_path: Path,
+                                                   container_engine: str):
+    """The class: whatever the container makes of its mark is data, read only when it is a
+    regular file at the mark's own path. A FIFO blocked the host's read, a device (/dev/zero:
+    a line that never ends) was read by the host's user, root in this run."""
+    claude = Claude(project, tmp_path)
+    claude.env["WORKSPACE_ENGINE"] = container_engine
+    assert claude.start().returncode == 0
+    plants = {"fifo": 'mkfifo "$m"', "directory": 'mkdir "$m"',
+              "overlong": 'printf "/%05000d\\n" 0 >"$m"', "relative": 'echo etc >"$m"'}
+    if os.geteuid() == 0 and container_engine == "docker":   # root inside, with CAP_MKNOD
+        plants["device"] = 'mknod "$m" c 1 5'
+    for kind, plant in plants.items():
+        answer = claude.pre_bash('trap - EXIT; m="/run/ws-calls/$WS_CALL_ID.m"; rm -f "$m"; '
+                                 f'{plant} && echo planted')
+        run = claude.shell(answer.command, timeout=30)
+        assert (run.returncode, run.stdout.strip()) == (0, "planted"), (kind, run)
+        after = claude.bash("pwd")
+        assert (after.returncode, after.stdout.strip()) == (0, str(project)), (kind, after)
