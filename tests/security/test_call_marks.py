@@ -22,7 +22,7 @@ import pytest
 from tests.claude.conftest import Claude
 from tests.engines.conftest import using_engine
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.as_user]   # rootless podman too
 
 SECRET = "/netrc-secret password hunter2"
 
