@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from manager.session import store
 from tests.claude.conftest import Claude
 from tests.engines.conftest import using_engine
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
 REMOTE = "unix:///run//docker.sock"
 
@@ -54,3 +55,30 @@ def test_hidden_files_are_not_sent_to_a_remote_engine(project: Path, tmp_path: P
     reached = {"sent to the engine": "secret.env" in sent,
                "read back inside": "hunter2" in leaked.stdout}
     assert not any(reached.values()), reached
+
+
+def test_no_hidden_content_reaches_the_remote_volume(project: Path, tmp_path: Path,
+                                                     remote_docker: str):
+    """The class: whatever the hide patterns name inside the project (a directory's whole
+    tree, a glob) is neither listed as sent nor anywhere in the volume the engine holds."""
+    (project / "keys" / "deep").mkdir(parents=True)
+    (project / "keys" / "deep" / "id").write_text("hunter2-dir\n")
+    (project / "server.pem").write_text("hunter2-glob\n")
+    (project / "kept.txt").write_text("shown\n")
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.yaml").write_text("hide: [keys, '*.pem']\n")
+    claude = Claude(project, tmp_path)
+    claude.env.update(WORKSPACE_ENGINE="docker", DOCKER_HOST=REMOTE)
+    assert claude.start().returncode == 0
+    assert claude.bash("cat kept.txt").stdout == "shown\n"
+    (session,), _ = store.list_sessions()
+    sent = json.loads((session.sandbox / "lower.manifest").read_text())["entries"]
+    assert "kept.txt" in sent
+    assert not [rel for rel in sent if rel.startswith(("keys", "server.pem"))], sent
+    volume = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v",
+                             "workspace-lower-sess-1:/v:ro", "workspace-sandbox:latest",
+                             "sh", "-c", "ls -R /v; cat /v/kept.txt; grep -r hunter2 /v; true"],
+                            capture_output=True, text=True, check=True,
+                            env=dict(os.environ, DOCKER_HOST=REMOTE))
+    assert "shown" in volume.stdout and "hunter2" not in volume.stdout, volume.stdout

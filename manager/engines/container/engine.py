@@ -146,7 +146,7 @@ class ContainerEngine:
                                         {**options, **self.identity(), **self.limits(session.project)})
             self._require_limits(started)
             if remote:
-                container_remote.sync_lower(self.client, session)
+                container_remote.sync_lower(self.client, session, self.config)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh, remote)
                 from manager.engines.container import hide as container_hide
