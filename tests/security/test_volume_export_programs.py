@@ -85,3 +85,33 @@ def test_forged_births_lose_no_real_edit(ws, project: Path, tmp_path: Path,
         f.write("USER-EDIT\n")
     ws("commit")
     assert "USER-EDIT" in (project / "a.txt").read_text(), "the user's real edit was lost"
+
+
+WRAP = r'''for p in stat find tar; do S=$(command -v $p); mv "$S" "$S.real" && cat > "$S" <<WS
+#!/bin/sh
+touch /run/ran-$p
+exec "\$0.real" "\$@"
+WS
+chmod 755 "$S"; done'''
+
+
+def test_export_runs_none_of_the_containers_programs(ws, project: Path, tmp_path: Path,
+                                                     volume_engine: str):
+    """The class: the export reads the volume with a fresh container of the session's image
+    (the volume read-only); whatever a call replaced in the session's container never runs."""
+    claude = _claude(project, tmp_path, volume_engine)
+    assert claude.bash("mkdir -p d && echo x > d/new.txt; " + WRAP).returncode == 0
+    shown = ws("status").stdout
+    assert "added:     d/ (1 file)" in shown, shown
+    ran = claude.bash("ls /run/ran-* 2>/dev/null; echo listed")
+    assert ran.stdout.strip() == "listed", ran.stdout
+
+
+def test_a_birth_after_the_export_is_no_birth(tmp_path: Path):
+    from manager.engines.container.upper import parse_births
+
+    now = time.time_ns()
+    raw = (f"{now // 10**9 - 5}.000000001 ./a\0"
+           f"4102444800.000000000 ./forged\0-1 ./unknown\0").encode()
+    births = parse_births(raw, tmp_path, now)
+    assert births == {str(tmp_path / "a"): (now // 10**9 - 5) * 10**9 + 1}
