@@ -7,8 +7,9 @@ volume (the changes not exported yet) or replaces its image, acts on the sandbox
 outside. So a passthrough form that names a container, volume or image is checked against
 the engine the command would talk to (the same client and environment, which resolves
 names, ids and id prefixes as the command will): one that is workspace's (a label
-``org.workspace.*``, or the image ``container.image`` names), one that cannot be told, and
-every ``prune`` (it removes whatever is unused, ours too) are sandboxed instead.
+``org.workspace.*``, or the image ``container.image`` names), one that cannot be told (a
+name the engine says is missing is none, unless spelled ``workspace-…``), and every
+``prune`` (it removes whatever is unused, ours too) are sandboxed instead.
 Only docker/podman forms that name something pay for the lookup (one ``inspect`` each).
 """
 
@@ -87,12 +88,20 @@ def _joined(args: list[str]) -> list[str]:
 
 def _labelled(cli: str, kind: str, names: list[str],
               fmt: str = "{{json .Config.Labels}}") -> bool:
-    """Any of ``names`` is workspace's, or the engine cannot say (missing names included:
-    the command would fail on them anyway, and one may be ours by the time it runs)."""
+    """Any of ``names`` is workspace's, or the engine cannot say. A name the engine reports
+    missing is none (the command fails on it too), unless it is spelled as ours."""
     if not names:
         return False
     found = _inspect(cli, kind, names, fmt)
-    return found is None or len(found) != len(names) or any(_ours(labels) for labels in found)
+    if found is not None and len(found) == len(names):
+        return any(_ours(labels) for labels in found)
+    for name in names:   # one is missing, or the engine failed: one at a time
+        one = _inspect(cli, kind, [name], fmt, missing_ok=True)
+        if one is None or any(_ours(labels) for labels in one):
+            return True
+        if not one and name.startswith("workspace-"):
+            return True
+    return False
 
 
 def _own_image(cli: str, sub: str, names: list[str], image: str) -> bool:
@@ -117,16 +126,17 @@ def _own_image(cli: str, sub: str, names: list[str], image: str) -> bool:
     return False
 
 
-def _inspect(cli: str, kind: str, names: list[str], fmt: str,
-             raw: bool = False) -> list[object] | None:
-    """One value per name, or None when the engine does not answer for every one."""
+def _inspect(cli: str, kind: str, names: list[str], fmt: str, raw: bool = False,
+             missing_ok: bool = False) -> list[object] | None:
+    """One value per name; None when the engine does not answer for every one ([] for a
+    name it says is missing, with ``missing_ok``)."""
     argv = [cli, kind, "inspect", "--format", fmt, "--", *names]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
-        return None
+        return [] if missing_ok and f"no such {kind}" in proc.stderr.lower() else None
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     return list(lines) if raw or fmt == "{{.Id}}" else [_json(line) for line in lines]
 

@@ -57,8 +57,8 @@ def test_exec_into_the_sessions_own_container_is_sandboxed(project: Path, tmp_pa
 def test_no_passthrough_form_acts_on_workspace_resources(project: Path, tmp_path: Path,
                                                         volume_engine: str):
     """The class: every form that names a container, volume or image is resolved by the
-    engine the command would use (ids and their prefixes too); workspace's own, a name that
-    cannot be told, and prune are sandboxed. Others still pass through."""
+    engine the command would use (ids and their prefixes too); workspace's own, a missing
+    name spelled as ours, and prune are sandboxed. Others, a missing name too, pass through."""
     cli = volume_engine.split("-")[0]
     claude = Claude(project, tmp_path)
     claude.env["WORKSPACE_ENGINE"] = cli
@@ -74,9 +74,10 @@ def test_no_passthrough_form_acts_on_workspace_resources(project: Path, tmp_path
                  f"{cli} rename workspace-sess-1 x", f"{cli} volume rm workspace-sess-1",
                  f"{cli} run --rm --network container:workspace-sess-1 {image} true",
                  f"{cli} rmi {image}", f"{cli} tag {image} {image}",
-                 f"{cli} volume prune --force", f"{cli} exec no-such-container id",
+                 f"{cli} volume prune --force", f"{cli} exec workspace-sess-9 id",
                  f"{cli} ps; {cli} stop workspace-sess-1"]
-    passing = [f"{cli} ps", f"{cli} inspect workspace-sess-1", f"{cli} images"]
+    passing = [f"{cli} ps", f"{cli} inspect workspace-sess-1", f"{cli} images",
+               f"{cli} exec no-such-container id", f"{cli} stop no-such-container"]
     for form in sandboxed + passing:
         answer = claude.pre_bash(form)
         assert answer.returncode == 0 and answer.decision != "deny", (form, answer)
