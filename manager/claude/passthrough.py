@@ -63,7 +63,7 @@ def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
 def touches_workspace(script: shell.Script, image: str) -> bool:
     """A docker/podman part acts on workspace's own containers, volumes or images (asks
     the engine: :mod:`manager.claude.ownctr`); such a command is sandboxed."""
-    if not any(w in ("docker", "podman") for p in script.parts for w in p.words[:3]):
+    if not any(w in ("docker", "podman") for p in script.parts for w in p.words):
         return False
     from manager.claude import ownctr
 
