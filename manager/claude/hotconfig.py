@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from manager.claude.records import HotConfig
     from manager.config import Config
 
-KEYS = ("passthrough", "plugin.allow_model_bypass")
+KEYS = ("passthrough", "plugin.allow_model_bypass", "container.image")   # the image: ownctr
 # Stamped too, though not in the hot config: a change of setting `network` must replace the
 # sandbox before the next call (see pretool._config).
 STAMPED = (*KEYS, "network")

@@ -60,6 +60,16 @@ def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
     return all(_part_passes(part, allowed) for part in script.parts)
 
 
+def touches_workspace(script: shell.Script, image: str) -> bool:
+    """A docker/podman part acts on workspace's own containers, volumes or images (asks
+    the engine: :mod:`manager.claude.ownctr`); such a command is sandboxed."""
+    if not any(w in ("docker", "podman") for p in script.parts for w in p.words):
+        return False
+    from manager.claude import ownctr
+
+    return ownctr.touches_own(script, image)
+
+
 # What a command running git gets in the sandbox (shell words, expanded by the client's
 # shell). GIT_OPTIONAL_LOCKS=0: `git status` does not refresh .git/index (writes take
 # their locks anyway). core.checkStat=minimal: `git diff` refreshes the index whatever

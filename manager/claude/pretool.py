@@ -152,7 +152,8 @@ def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
     if tool_input.get("dangerouslyDisableSandbox") is True and config["plugin.allow_model_bypass"]:
         return _outside(command, script, project, tool_input,
                         BYPASS_NOTE + " (dangerouslyDisableSandbox)", judged=False)
-    if passthrough.passes(script, config["passthrough"]):
+    if passthrough.passes(script, config["passthrough"]) and \
+            not passthrough.touches_workspace(script, config.get("container.image", "")):
         return _outside(command, script, project, tool_input, None, judged=True)
     return None
 

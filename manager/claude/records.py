@@ -13,7 +13,8 @@ from typing import NotRequired
 from typing import TypedDict
 
 # The settings the PreToolUse hook needs (``hotconfig.KEYS``), under their dotted names.
-HotConfig = TypedDict("HotConfig", {"passthrough": list[str], "plugin.allow_model_bypass": bool})
+HotConfig = TypedDict("HotConfig", {"passthrough": list[str], "plugin.allow_model_bypass": bool,
+                                    "container.image": str})
 
 
 class Hot(TypedDict):

@@ -121,7 +121,8 @@ def _remove_containers(cli: str) -> None:
                              capture_output=True, text=True).stdout.split()
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
-        subprocess.run([cli, "volume", "rm", f"workspace-{session.id}"], capture_output=True)
+        for volume in (f"workspace-{session.id}", f"workspace-lower-{session.id}"):  # remote's
+            subprocess.run([cli, "volume", "rm", volume], capture_output=True)
         with contextlib.suppress(EngineUnavailable):
             engine.clear_work(session)
 

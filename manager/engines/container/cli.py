@@ -156,7 +156,10 @@ class ContainerClient:
     def exec_reading(self, container: str, argv: list[str],
                      read: Callable[[IO[bytes]], T]) -> T:
         """Run ``argv`` as root in ``container``; ``read`` consumes its stdout."""
-        command = self.exec_argv(container, argv)
+        return self.run_reading(self.exec_argv(container, argv), read)
+
+    def run_reading(self, command: list[str], read: Callable[[IO[bytes]], T]) -> T:
+        """Run ``command`` (a whole command line); ``read`` consumes its stdout."""
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         assert proc.stdout is not None

@@ -146,7 +146,7 @@ class ContainerEngine:
                                         {**options, **self.identity(), **self.limits(session.project)})
             self._require_limits(started)
             if remote:
-                container_remote.sync_lower(self.client, session)
+                container_remote.sync_lower(self.client, session, self.config)
             if volume:
                 container_upper.fill_volume(self.client, session, fresh, remote)
                 from manager.engines.container import hide as container_hide
@@ -164,9 +164,12 @@ class ContainerEngine:
         try:
             self.prepare(session)
             with self._lock(session):
-                container_upper.export_upper(self.client, session)
+                container_upper.export_upper(self.client, session, self._export_helper(session))
         except WorkspaceError as exc:
             print(f"workspace: showing the changes exported last; {exc}", file=sys.stderr)
+
+    def _export_helper(self, session: Session) -> list[str]:
+        return container_upper.export_helper(self.client, session, self.identity())
 
     def labels(self, session: Session) -> dict[str, str]:
         return {LABEL: session.id, "org.workspace.project": session.project,
@@ -353,7 +356,7 @@ class ContainerEngine:
             self.prepare(session)   # a container to export through (the old one may be gone)
         with self._lock(session):
             if container_upper.in_volume(session):
-                container_upper.export_upper(self.client, session)
+                container_upper.export_upper(self.client, session, self._export_helper(session))
                 (session.sandbox / container_upper.VOLUME_MARK).unlink()
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)

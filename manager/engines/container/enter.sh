@@ -165,6 +165,26 @@ done
 # whatever the command did; the command itself died of the signal we passed on.
 [[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
 
+# -- the call's mark, read on the host (issue 20) ----------------------------------------
+# calls/ is the container's to write: the host follows no name there. The mark is opened
+# once and read only when the open file is a regular file at the mark's own path (not a
+# symlink's target, a device or a FIFO; checked through /proc, so no swap between check and
+# open helps), and only a bounded line naming an absolute path counts. Else: no final cwd.
+final_cwd() {
+    local fd where
+    line=
+    [[ -f $mark && ! -L $mark ]] || return 1        # refused before opening: a FIFO would block
+    { exec {fd}<"$mark"; } 2>/dev/null || return 1
+    where=$(readlink -f -- "/proc/$$/fd/$fd" "$S/calls" 2>/dev/null 8>&-)
+    if [[ -f /proc/$$/fd/$fd && $where == *$'\n'* && ${where%%$'\n'*} == "${where#*$'\n'}/$id.m" ]]
+    then
+        IFS= read -r -n 4097 line <&"$fd"
+    fi
+    exec {fd}<&-
+    [[ $line == /* && ${#line} -le 4096 ]] || { line=; return 1; }
+}
+# --------------------------------------------------------------------------------------
+
 # A remote engine (issue 26): the mark is in the container's memory, fetched only when it
 # is needed (the final cwd, or whether the command ran at all), to keep one exec per call.
 remote_ran=
@@ -176,12 +196,12 @@ if [[ -e $S/remote ]]; then
         remote_ran=1   # the exec client reports its own failures as 125 and up
     fi
 fi
-if [[ -z $remote_ran && ! -e $mark ]]; then
+if [[ -z $remote_ran && ! -e $mark && ! -L $mark ]]; then
     [[ -n $timed_out || -n $killed ]] || {
         echo "workspace: $(basename "$CLI") could not run the command in container $CTR (exit $rc)" >&2
         rc=125
     }
-elif [[ -n $OUT ]] && read -r line <"$mark" && [[ -n $line ]]; then
+elif [[ -n $OUT ]] && final_cwd; then
     printf '%s\n' "$line" >"$OUT"
 fi
 echo done >&8

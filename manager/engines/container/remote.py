@@ -182,10 +182,27 @@ def _manifest(session: Session) -> dict[str, object]:
         return {}
 
 
-def scan(project: Path) -> dict[str, list[int]]:
-    """{relative path: [mtime ns, size, mode]} of the project's entries ("." its root)."""
+def hidden_within(config: Config, project: Path) -> frozenset[str]:
+    """The hidden paths (:mod:`manager.hide`) inside ``project``, relative to it: never sent
+    (a mask over them inside would not keep their content off the engine's disk)."""
+    from manager import hide
+
+    real = os.path.realpath(project)
+    return frozenset(os.path.relpath(t.path, real) for t in hide.targets(config, str(project))
+                     if hide.within(t.path, real) and t.path != real)
+
+
+def scan(project: Path, hidden: frozenset[str] = frozenset()) -> dict[str, list[int]]:
+    """{relative path: [mtime ns, size, mode]} of the project's entries ("." its root),
+    none within ``hidden`` (relative paths)."""
     found: dict[str, list[int]] = {}
     for dirpath, dirnames, filenames in os.walk(project):
+        if hidden:
+            rel_dir = os.path.relpath(dirpath, project)
+            dirnames[:] = [d for d in dirnames if os.path.normpath(os.path.join(rel_dir, d))
+                           not in hidden]
+            filenames = [f for f in filenames if os.path.normpath(os.path.join(rel_dir, f))
+                         not in hidden]
         for name in [".", *dirnames, *filenames] if dirpath == str(project) else \
                 [*dirnames, *filenames]:
             path = os.path.join(dirpath, name)
@@ -200,14 +217,15 @@ def scan(project: Path) -> dict[str, list[int]]:
     return found
 
 
-def sync_lower(client: ContainerClient, session: Session) -> dict[str, float]:
+def sync_lower(client: ContainerClient, session: Session, config: Config) -> dict[str, float]:
     """Send what changed in the project since the last sync into its volume (mounted
-    read-write at LOWER_MOUNT in the session's fresh container); record the stats."""
+    read-write at LOWER_MOUNT in the session's fresh container), hidden paths never (a
+    path hidden since the last sync is removed there); record the stats."""
     started = time.monotonic()
     manifest = _manifest(session)
     old = manifest.get("entries")
     old = old if isinstance(old, dict) else {}
-    current = scan(session.project_path)
+    current = scan(session.project_path, hidden_within(config, session.project_path))
     changed = sorted(rel for rel, entry in current.items() if old.get(rel) != entry)
     deleted = sorted(rel for rel in old if rel not in current)
     # Until it finishes, the volume matches no manifest: a failed sync starts afresh next time.

@@ -6,7 +6,9 @@ engine: a named volume holds upper/ and work/, the project is bind-mounted
 read-only as the lower layer, and the container (with ``CAP_SYS_ADMIN``, dropped
 again for the calls) mounts the overlay itself. ``upper/`` on the host is then a
 copy: the volume's upper is exported into it as a tar stream
-(:mod:`manager.changes.tarstream`) for review and on ``release``, and pushed into a
+(:mod:`manager.changes.tarstream`) for review and on ``release``, read by a fresh
+container of the session's image (:func:`export_helper`: never a program of the session's
+container, which a call may have replaced), and pushed into a
 fresh volume when the next container starts. The ``volume`` mark says which side
 holds the truth: while it exists, the volume.
 """
@@ -141,8 +143,31 @@ def push_upper(client: ContainerClient, session: Session) -> None:
                                 f"{exc.stderr.strip()}") from exc
 
 
-def export_upper(client: ContainerClient, session: Session) -> None:
-    """Replace the host's ``upper/`` with the volume's (a running container's) upper."""
+def export_helper(client: ContainerClient, session: Session,
+                  identity: dict[str, Any]) -> list[str]:
+    """The command line that runs a program to export with: a fresh container of the image
+    the session's container was made from (so no program a call replaced: a call that is root
+    in the session's container can replace any, and it holds CAP_SYS_ADMIN), the volume
+    read-only, no network, only the capabilities reading needs (trusted.overlay.* marks:
+    CAP_SYS_ADMIN; every entry: CAP_DAC_READ_SEARCH), as root (the volume's upper is 0700)."""
+    container = resource_name(session.id)
+    image = client.run([client.path(), "container", "inspect", "--format", "{{.Image}}",
+                        container]).strip()
+    if not image:
+        raise EngineUnavailable(f"could not tell the image of container {container}")
+    userns = [f"--userns={identity['userns']}"] if identity.get("userns") else []
+    return [client.path(), "run", "--rm", "--pull", "never", "--network", "none",
+            "--user", "0:0", *userns, "--cap-drop", "ALL", "--cap-add", "DAC_READ_SEARCH",
+            "--cap-add", "SYS_ADMIN", "--security-opt", "no-new-privileges",
+            "--security-opt", "label=disable", "--entrypoint", "",
+            "-v", f"{volume_name(session)}:{VOLUME_MOUNT}:ro", image]
+
+
+def export_upper(client: ContainerClient, session: Session, helper: list[str]) -> None:
+    """Replace the host's ``upper/`` with the volume's upper, read by ``helper``
+    (:func:`export_helper`): nothing of the session's container runs."""
+    import time
+
     from manager.changes import tarstream
 
     scratch = session.sandbox / "upper.export"
@@ -150,12 +175,14 @@ def export_upper(client: ContainerClient, session: Session) -> None:
     # Birth times go along (the conflict check compares them with the real files' ctimes);
     # the copies made here are born now.
     # (Debian's find has no statx, so `-printf %B` says -1: stat reads it.)
-    script = (f'cd {VOLUME_MOUNT} && (cd upper && find . -exec stat --printf '
-              f'"%.9W %n\\0" {{}} +) >births && exec tar {shlex.join(TAR_FLAGS)} --sparse '
-              '-cf - births upper')
+    # The volume is read-only there: births go first in the stream, as a tar member of their
+    # own made in the helper's memory (/dev/shm).
+    script = (f'b=/dev/shm/births && cd {VOLUME_MOUNT} && (cd upper && find . -exec stat '
+              f'--printf "%.9W %n\\0" {{}} +) >"$b" && exec tar {shlex.join(TAR_FLAGS)} '
+              '--sparse -cf - -C /dev/shm births -C "$PWD" upper')
     try:
-        side = client.exec_reading(resource_name(session.id), ["sh", "-c", script],
-                                   lambda pipe: tarstream.unpack(pipe, scratch, root="upper"))
+        side = client.run_reading([*helper, "sh", "-c", script],
+                                  lambda pipe: tarstream.unpack(pipe, scratch, root="upper"))
     except (ContainerCommandError, tarfile.TarError, EOFError) as exc:
         # A stream cut short (a remote engine's connection lost) is the same: nothing applied.
         rmtree(scratch)
@@ -165,14 +192,16 @@ def export_upper(client: ContainerClient, session: Session) -> None:
                                 hint="they are still in the engine's volume "
                                      f"{volume_name(session)}; rerun once it works") from exc
     swap(scratch, session.sandbox / "upper")
-    births = parse_births(side.get("births", b""), session.sandbox / "upper")
+    births = parse_births(side.get("births", b""), session.sandbox / "upper", time.time_ns())
     write_json_atomic(session.sandbox / BIRTHS, births)
 
 
-def parse_births(raw: bytes, upper: Path) -> dict[str, int]:
+def parse_births(raw: bytes, upper: Path, latest: int | None = None) -> dict[str, int]:
     """``stat --printf "%.9W %n\\0"`` output (names ./REL) as {absolute host path: ns}.
 
-    Unknown births (0 or -1) are skipped: the copy's own time stands in.
+    Unknown births (0 or -1) are skipped: the copy's own time stands in. So is one after
+    ``latest`` (the export's end): a birth in the future is no birth, and trusting it would
+    make every real edit before it look older than the sandbox's copy (no conflict).
     """
     births: dict[str, int] = {}
     for record in raw.split(b"\0"):
@@ -180,7 +209,9 @@ def parse_births(raw: bytes, upper: Path) -> dict[str, int]:
         sec, _, frac = stamp.decode(errors="replace").partition(".")
         rel = name.removeprefix(b"./")
         if rel and sec.isdigit() and int(sec) > 0 and (frac.isdigit() or not frac):
-            births[str(upper / os.fsdecode(rel))] = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
+            ns = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
+            if latest is None or ns <= latest:
+                births[str(upper / os.fsdecode(rel))] = ns
     return births
 
 
