@@ -36,7 +36,7 @@ class Tree:
     upper: Path
     real: Path
     session: Path
-    _last_side: str = "real"     # the real tree is made first: the upper side is born after
+    _last_side: str = "upper"
 
     @classmethod
     def make(cls, root: Path) -> Tree:

@@ -36,7 +36,6 @@ from manager.changes.model import Kind
 from manager.changes.model import Layer
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
-from manager.commit import realdirs
 from manager.commit.btime import birth_ns
 from manager.commit.btime import may_follow
 from manager.commit.journal import Step
@@ -82,7 +81,6 @@ class _Context:
     births: dict[str, int] = field(default_factory=dict)  # upper directories' births
     # Real directories found missing: a new tree's 10,000 entries are not each looked up.
     absent: set[str] = field(default_factory=set)
-    real_dirs: realdirs.Record = field(default_factory=dict)   # our own commits' changes
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
@@ -117,15 +115,13 @@ class _Context:
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
-              excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False,
-              real_dirs: realdirs.Record | None = None) -> Plan:
+              excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False) -> Plan:
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
                    allow_special,
                    opaque={c.real_path for c in all_changes if c.opaque},
                    hiding={c.real_path for c in all_changes if c.new_type is EntryType.DIR
-                           and c.kind in (Kind.ADDED, Kind.REPLACED)},
-                   real_dirs=real_dirs or {})
+                           and c.kind in (Kind.ADDED, Kind.REPLACED)})
     try:
         for change in with_parents(selected, all_changes):
             _plan_one(plan, ctx, change)
@@ -229,8 +225,7 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
     """
     rst = lstat_at(dir_fd, name)
     if rst is None:
-        return _deleted_since_copy_up(change, action, dir_fd) or \
-            _maybe_deleted_since_view(ctx, change, action, hidden, dir_fd)
+        return _deleted_since_copy_up(change, action, dir_fd)
     if action == "dir" and stat.S_ISDIR(rst.st_mode):
         return None
     if action != "remove" and _already_applied(change, rst, dir_fd, name):
@@ -251,25 +246,6 @@ def _deleted_since_copy_up(change: Change, action: str, dir_fd: int) -> str | No
     if not may_follow(os.fstat(dir_fd).st_ctime_ns, birth_ns(AT_FDCWD, str(change.upper))):
         return None
     return "deleted outside the sandbox after the sandbox copied it"
-
-
-def _maybe_deleted_since_view(ctx: _Context, change: Change, action: str, hidden: bool,
-                              dir_fd: int) -> str | None:
-    """An entry the sandbox made itself (no copy-up: renamed over, deleted and recreated)
-    whose real file is absent: it carries no trace of a real file it may have replaced,
-    so a real file deleted since the view was taken cannot be told from one that never
-    was, unless the real directory's names did not change since (then none was deleted)."""
-    if action != "write" or hidden or is_copy_up(str(change.upper)) or \
-            "/.git/" in change.real_path:
-        # Directories: a real directory's ctime moves with its children. Git's internals:
-        # the commit applies the agent's history through git, which writes there first.
-        return None
-    outside = realdirs.outside_ctime(ctx.real_dirs, os.path.dirname(change.real_path),
-                                     os.fstat(dir_fd).st_ctime_ns)
-    if not may_follow(outside, ctx.view_taken(change)):
-        return None
-    return ("its real directory's entries changed outside the sandbox after the sandbox's "
-            "view of it was taken: a real file there may have been deleted")
 
 
 def _already_applied(change: Change, rst: os.stat_result, dir_fd: int, name: str) -> bool:

@@ -20,7 +20,6 @@ from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.commit import apply
 from manager.commit import history as history_mod
-from manager.commit import realdirs
 from manager.commit.exclude import compile_patterns
 from manager.commit.plan import make_plan
 from manager.commit.plan import withhold
@@ -56,7 +55,6 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
     project = target.project
     done = SessionCommit(apply.CommitResult())
     apply.resume(target.session_dir, project, done.result)
-    realdirs.Watch.resume(target.session_dir)
     changes = read_changes(list(layers), project)
     history = _history(target, changes, paths)
     dropped: list[Path] = []
@@ -66,15 +64,13 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
         exclude = [*exclude, *map(str, dropped), *map(str, held)]
     plan = make_plan(layers, changes, select(changes, list(paths)),
                      excluded=compile_patterns(exclude, project), force=force,
-                     allow_special=allow_special, real_dirs=realdirs.load(target.session_dir))
+                     allow_special=allow_special)
     if history is not None:
         history_mod.divert_head_on_conflict(history, [i.path for i in plan.conflicts])
         history.kept = history_mod.committed_paths(history, _worktree(changes, paths, project))
         plan = withhold(plan, history.kept, changes)
-    watch = realdirs.Watch(target.session_dir, plan.steps)
     apply.carry_out(target.session_dir, layers, changes, plan, done.result, force=force,
                     progress=progress)
-    watch.finish()
     if history is not None:
         done.history, done.applied = history, history_mod.apply(history)
         dropped = [*dropped, *history.kept]

@@ -29,19 +29,13 @@ BAD_FILES = {
 }
 
 
-# The sandbox writes below out/: a name made in the project's root outside the sandbox
-# (the settings file) would make the root's new files conflicts (commit.plan).
-OUT = "out"
-
-
 def _write(project: Path, content: str | bytes) -> None:
     path = project / ".workspace.yaml"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
 
 
 def test_review_commit_and_discard_read_past_a_bad_project_file(ws, project: Path):
-    (project / OUT).mkdir()
-    names = [f"{OUT}/f{i}.txt" for i in range(len(BAD_FILES))]
+    names = [f"f{i}.txt" for i in range(len(BAD_FILES))]
     ws("run", "--", "sh", "-c", "for f in " + " ".join(names) + "; do echo $f > $f; done",
        check=True)
     for name, (kind, content) in zip(names, BAD_FILES.items(), strict=True):
@@ -58,25 +52,23 @@ def test_review_commit_and_discard_read_past_a_bad_project_file(ws, project: Pat
 
 
 def test_a_fifo_or_directory_there_blocks_nothing(ws, project: Path):
-    (project / OUT).mkdir()
-    ws("run", "--", "sh", "-c", f"echo kept > {OUT}/kept.txt", check=True)
+    ws("run", "--", "sh", "-c", "echo kept > kept.txt", check=True)
     os.mkfifo(project / ".workspace.yaml")
     assert ws("status", timeout=30).returncode == 0
     os.unlink(project / ".workspace.yaml")
     (project / ".workspace.yaml").mkdir()
     proc = ws("commit", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    assert (project / OUT / "kept.txt").read_text() == "kept\n"
+    assert (project / "kept.txt").read_text() == "kept\n"
 
 
 def test_valid_settings_beside_a_bad_one_still_apply(ws, project: Path):
     """Only what is wrong is skipped: an `exclude` next to an unknown key still holds."""
-    (project / OUT).mkdir()
-    ws("run", "--", "sh", "-c", f"echo a > {OUT}/a.log; echo b > {OUT}/b.txt", check=True)
+    ws("run", "--", "sh", "-c", "echo a > a.log; echo b > b.txt", check=True)
     _write(project, "exclude: ['*.log']\nno_such_setting: 1\n")
     proc = ws("commit")
     assert proc.returncode == 0, proc.stderr
-    assert (project / OUT / "b.txt").exists() and not (project / OUT / "a.log").exists()
+    assert (project / "b.txt").exists() and not (project / "a.log").exists()
 
 
 def test_the_hook_still_refuses_while_the_file_cannot_be_read(claude: Claude, project: Path,
