@@ -81,7 +81,7 @@ def _report(result: apply.CommitResult, history: history_mod.History | None,
             applied: history_mod.HistoryResult | None) -> None:
     if result.resumed:
         ui.out(f"finished an interrupted commit: {ui.count(len(result.resumed), 'path')} in place")
-    ui.out(f"committed {ui.count(len(result.applied), 'path')}")
+    ui.out(f"committed {ui.count(len(result.applied_paths), 'path')}")
     git_dir = history.repo.git_dir if history is not None else None
     held = set(history.flagged) if history is not None else set()
     for path in result.skipped:

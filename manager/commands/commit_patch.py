@@ -39,7 +39,7 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
                               exclude=never_committed(ctx)) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
     if result is not None:
-        ui.out(f"committed {ui.count(len(result.applied), 'path')} whole")
+        ui.out(f"committed {ui.count(len(result.applied_paths), 'path')} whole")
         for issue in [*result.conflicts, *result.errors]:
             ui.err(ui.paint(f"  {ui.quote(str(issue.path))}: {ui.shown(issue.reason)}", "red"))
     for path in written:

@@ -48,7 +48,8 @@ from manager.fs import longpath
 
 @dataclass
 class CommitResult:
-    applied: list[Path] = field(default_factory=list)
+    # Strings: a commit of 10,000 new files would spend more making Paths than moving them.
+    applied_paths: list[str] = field(default_factory=list)
     conflicts: list[PathIssue] = field(default_factory=list)  # left alone; pending
     skipped: list[Path] = field(default_factory=list)         # excluded; pending
     refused: list[PathIssue] = field(default_factory=list)    # special, not allowed; pending
@@ -57,12 +58,16 @@ class CommitResult:
     notes: list[PathIssue] = field(default_factory=list)      # committed, not quite as inside
 
     @property
+    def applied(self) -> list[Path]:
+        return [Path(p) for p in self.applied_paths]
+
+    @property
     def ok(self) -> bool:
         return not self.conflicts and not self.errors and not self.refused
 
     def as_json(self) -> dict[str, object]:
         return {
-            "applied": [str(p) for p in self.applied],
+            "applied": list(self.applied_paths),
             "resumed": [str(p) for p in self.resumed],
             "conflicts": [c.as_json() for c in self.conflicts],
             "skipped": [str(p) for p in self.skipped],
@@ -109,20 +114,20 @@ def carry_out(session_dir: Path, layers: Sequence[Layer], all_changes: list[Chan
     started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
                                                  plan.steps, force))
     outcome = _execute(started, check=None, progress=progress)
-    result.applied.extend(Path(s.path) for s in outcome.applied)
-    result.notes.extend(owner_notes(all_changes, result.applied))
+    result.applied_paths.extend(s.path for s in outcome.applied)
+    result.notes.extend(owner_notes(all_changes, result.applied_paths))
     _record_failures(result, outcome)
     tidy_upper(layers, [c.upper_path for c in all_changes], _moved_uppers(outcome))
     journal.remove(session_dir)
 
 
-def owner_notes(changes: Sequence[Change], applied: Sequence[Path]) -> list[PathIssue]:
+def owner_notes(changes: Sequence[Change], applied: Sequence[str]) -> list[PathIssue]:
     """Applied entries that had another owner inside than an ordinary user can give them."""
     if os.geteuid() == 0:
         return []   # root gives every entry its owner from inside
     own = (os.geteuid(), os.getegid())
-    owners = {c.path: c.owner for c in changes if c.owner is not None and c.owner != own}
-    return [PathIssue(path, f"committed as yours: inside it belongs to {uid}:{gid}, and only "
+    owners = {c.real_path: c.owner for c in changes if c.owner is not None and c.owner != own}
+    return [PathIssue(Path(path), f"committed as yours: inside it belongs to {uid}:{gid}, and only "
                             "root can give a file to another user")
             for path in applied if (found := owners.get(path)) is not None
             for uid, gid in [found]]
@@ -319,6 +324,9 @@ def tidy_upper(layers: Sequence[Layer], all_uppers: Iterable[Path | str],
         keep.update(_ancestors(upper, roots, keep))
     doomed: set[str] = set()
     for upper in gone_set:
+        parent = os.path.dirname(upper)
+        if parent in gone_set and parent not in keep:
+            continue   # its directory goes whole (a tree of 10,000: 100 entries to sort, not all)
         if upper not in keep:
             doomed.add(upper)
         doomed.update(d for d in _ancestors(upper, roots, doomed) if d not in keep)

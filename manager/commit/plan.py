@@ -203,9 +203,9 @@ def step_for(layers: Sequence[Layer], change: Change) -> Step:
 def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     step = step_for(ctx.layers, change)
     real = ctx.real_at(change)
-    hidden = _under(change.real_path, ctx.hiding)
-    reason = None if ctx.force or real is None else conflict(ctx, change, step.action, hidden,
-                                                             *real)
+    # (hidden only where there is a real entry to judge: a new tree's entries have none)
+    reason = None if ctx.force or real is None else conflict(
+        ctx, change, step.action, _under(change.real_path, ctx.hiding), *real)
     if reason is not None:
         plan.conflicts.append(PathIssue(change.path, reason))
         ctx.blocked.add(str(change.path))

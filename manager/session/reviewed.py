@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from manager.changes.model import Layer
+from manager.changes.model import is_whiteout
 from manager.changes.model import read_changes
 from manager.fs import longpath
 from manager.session.store import Session
@@ -61,12 +62,23 @@ def unreviewed(layers: list[Layer], project: Path, after: int) -> list[Path]:
     late = []
     for change in read_changes(layers, project):
         try:
-            ctime = longpath.lstat(change.upper_path).st_ctime_ns
+            ctime = _changed(change.upper_path)
         except FileNotFoundError:
             continue
         if ctime > after:
             late.append(change.path)
     return late
+
+
+def _changed(upper: str) -> int:
+    """When the upper entry last changed. A whiteout overlayfs hard-linked to its shared
+    one (all of a mount's whiteouts are one inode, cached in the work dir) takes its
+    directory's ctime: the shared inode's moves with every whiteout made anywhere, and when
+    the engine clears the work dir at release (a late "change" on every deletion)."""
+    st = longpath.lstat(upper)
+    if st.st_nlink > 1 and is_whiteout(upper, st):
+        return longpath.lstat(os.path.dirname(upper)).st_ctime_ns
+    return st.st_ctime_ns
 
 
 def _in_volume(session: Session) -> bool:

@@ -152,7 +152,8 @@ setfattr -n user.old -v 1 a.txt
 chmod 600 a.txt; chmod 700 src; echo run > run.sh; chmod 755 run.sh
 """,
     "chown": """
-if [ "$CORPUS_ROOT" = 1 ]; then chown 1234:1234 c.txt; echo n > n.txt; chown 1235:1235 n.txt; fi
+if [ "$CORPUS_ROOT" = 1 ]; then chown 1234:1234 c.txt; echo n > n.txt; chown 1235:1235 n.txt
+else chown "$(id -u):$(id -g)" c.txt; fi   # an ordinary user may give only to themselves
 """,
     "big_file": """
 head -c 100000000 /dev/zero | tr '\\0' 'b' > big.bin

@@ -51,11 +51,6 @@ for _engine in CONTAINERS:
     for _case, _what in (("npm_offline", "npm"), ("pip_editable", "setuptools")):
         DIFFERENCES[(_case, _engine)] = dict.fromkeys(("runs", "tree", "status"),
                                                       SANDBOX_IMAGE.format(what=_what))
-for _engine in CONTAINERS:
-    DIFFERENCES[("chown", _engine)] = {
-        "tree": "a container's upper entries carry no id map (Layer.ids is None): an owner "
-                "changed inside on a file whose content did not change is not seen as a "
-                "change, and stays the real file's"}
 DIFFERENCES[("chown", "try-main")] = dict.fromkeys(
     ("runs", "tree", "status"),
     "try maps only the caller's id into its namespace: chown to another id fails")

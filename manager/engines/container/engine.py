@@ -28,6 +28,7 @@ Sandbox layout::
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
     running/            the calls' host-side records ("PID START" of the entry script)
     container.pid       "PID START" of the container's init on the host (the lean path's check)
+    container.ids       its user namespace's maps, read from the host as it starts (container_ids)
     container.lock      flock held while a container is created or removed
     remote engine.env   a remote engine (container_remote): where it is, for sessions and the
     lower.manifest      entry script; what the project's volume holds; the last sync's cost
@@ -97,10 +98,12 @@ class ContainerEngine:
     # -- sandbox ------------------------------------------------------------
 
     def layers(self, session: Session) -> list[Layer]:
+        from manager.engines.container import ids as container_ids
         from manager.engines.container import view as container_view
         container_upper.remember_births(session)
-        return [Layer(upper=session.sandbox / "upper", target=session.project_path),
-                *container_view.layers(session)]
+        ids = container_ids.review_map(session.sandbox)
+        return [Layer(upper=session.sandbox / "upper", target=session.project_path, ids=ids),
+                *container_view.layers(session, ids)]
 
     def container_name(self, session: Session) -> str:
         return resource_name(session.id)
@@ -154,6 +157,10 @@ class ContainerEngine:
                 container_hide.mask_volume(self.client, name, self.config, session)
             self._make_home(name, session, overlaid)
         start = procs.start_time(started.pid) if started.pid and not remote else None
+        from manager.engines.container import ids as container_ids
+
+        # Owners are reviewed where the host's upper is the overlay's own (host mode).
+        container_ids.record(session.sandbox, started.pid if start and not volume else 0)
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
         (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
 

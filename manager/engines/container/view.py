@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from manager.changes.meta import IdMap
 from manager.changes.model import Layer
 from manager.engines.container import levels as container_levels
 from manager.engines.container.cli import ContainerCommandError
@@ -297,12 +298,13 @@ def recorded_targets(session: Session) -> list[str]:
     return [t for t in data if isinstance(t, str)] if isinstance(data, list) else []
 
 
-def layers(session: Session) -> list[Layer]:
+def layers(session: Session, ids: IdMap | None = None) -> list[Layer]:
     """The extra layers: every directory this session ever overlaid (its changes stay
     pending whatever $HOME the next call has). An entry overlaid on its own within a
-    level is no layer: its upper is inside the level's, where its changes are read."""
+    level is no layer: its upper is inside the level's, where its changes are read.
+    ``ids``: the container's id maps (its owners read as the project's do)."""
     container_levels.remember_births(session.sandbox, UPPERS)
-    return [Layer(upper=session.sandbox / UPPERS / t.lstrip("/"), target=Path(t))
+    return [Layer(upper=session.sandbox / UPPERS / t.lstrip("/"), target=Path(t), ids=ids)
             for t in recorded_targets(session)]
 
 
