@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import mountinfo
+
 RECORD = "cgroups"
 
 
@@ -98,11 +100,7 @@ def _cgroup_mounts() -> dict[object, tuple[str, str]]:
     mounts: dict[object, tuple[str, str]] = {}
     known = {line.split()[0] for line in Path("/proc/cgroups").read_text().splitlines()
              if line and not line.startswith("#")}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split(" ")
-        sep = fields.index("-")
-        fstype, options = fields[sep + 1], fields[sep + 3]
-        root, point = _unescape(fields[3]), _unescape(fields[4])
+    for root, point, fstype, options in mountinfo.sources(mountinfo.read()):
         if fstype == "cgroup2":
             mounts.setdefault("cgroup2", (point, root))
         elif fstype == "cgroup":
@@ -110,6 +108,3 @@ def _cgroup_mounts() -> dict[object, tuple[str, str]]:
             mounts.setdefault(frozenset(names), (point, root))
     return mounts
 
-
-def _unescape(text: str) -> str:
-    return text.encode().decode("unicode_escape") if "\\" in text else text

@@ -24,6 +24,19 @@ def rows(text: str) -> list[tuple[str, str, str, str]]:
     return found
 
 
+def sources(text: str) -> list[tuple[str, str, str, str]]:
+    """(root within its filesystem, mount point, fs type, super options) of each mount."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if "-" in fields[5:]:
+            sep = fields.index("-", 5)
+            if sep + 3 < len(fields):
+                found.append((unescape(fields[3]), unescape(fields[4]), fields[sep + 1],
+                              fields[sep + 3]))
+    return found
+
+
 def points(text: str) -> list[str]:
     """The mount points, in the table's order."""
     return [point for _, _, point, _ in rows(text)]
