@@ -59,16 +59,54 @@ def _own(cli: str, args: list[str], image: str) -> bool:
         group, sub, rest = sub, rest[0], rest[1:]
     if sub == "prune":
         return True
+    if group == "network" and sub in ("connect", "disconnect"):   # NETWORK CONTAINER
+        return _labelled(cli, "container", policies._operands(rest)[1:2])
     if group == "volume":
-        return sub == "rm" and _labelled(cli, "volume", policies._operands(rest), "{{json .Labels}}")
+        return sub == "rm" and (_unnamed(rest, sub) or _labelled(
+            cli, "volume", policies._operands(rest), "{{json .Labels}}"))
     if group == "image" or sub in IMAGE_OPS:
         return _own_image(cli, sub, policies._operands(rest), image)
     if sub in ("run", "create"):
         return any(_labelled(cli, "container", [net]) for net in _joined(rest))
     if group in ("", "container") and sub in CONTAINER_OPS:
+        if _unnamed(rest, sub):
+            return True
         names = policies._operands(rest)
         return _labelled(cli, "container", names[:1] if sub == "exec" else names)
     return False
+
+
+# Options by which a form acts on containers (or volumes) it does not name: podman's
+# --latest/-l (the one created last: the session's own, often), --all/-a. Judged as if they
+# named ours.
+UNNAMED_LONG = frozenset(("--latest", "--all"))
+UNNAMED_SHORT = frozenset("la")
+
+
+def _unnamed(args: list[str], sub: str) -> bool:
+    """``args`` hold an option that picks targets without naming them. exec's options end
+    at its container (what follows is the command's: `exec c ls -a`)."""
+    for arg in _options(args) if sub == "exec" else args:
+        if arg == "--":
+            return False
+        if arg.split("=", 1)[0] in UNNAMED_LONG:
+            return True
+        if arg.startswith("-") and not arg.startswith("--") and UNNAMED_SHORT & set(arg[1:]):
+            return True
+    return False
+
+
+def _options(args: list[str]) -> list[str]:
+    """The words before the first operand (an option's separate value skipped)."""
+    found: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        arg = args[i]
+        found.append(arg)
+        takes_value = (arg.startswith("--") and "=" not in arg and arg in policies.CTR_VALUES) or (
+            len(arg) == 2 and arg[1] in policies.CTR_SHORT_VALUES - policies.CTR_SHORT_FLAGS)
+        i += 2 if takes_value else 1
+    return found
 
 
 def _joined(args: list[str]) -> list[str]:

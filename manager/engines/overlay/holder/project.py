@@ -72,13 +72,14 @@ class ProjectView:
         with levels.host_view(builder):   # host paths, symlinks as the host resolves them
             for pattern in self.patterns:
                 fixed = _fixed_part(pattern)
+                # The mount point is a real path; a pattern may reach it through a symlink.
+                real = os.path.realpath(fixed)
                 if fixed != pattern:
-                    if within(fixed, self.point) or within(self.point, fixed):
+                    if within(real, self.point) or within(self.point, real):
                         return pattern
-                elif within(pattern, self.point) and os.path.lexists(pattern):
-                    real = os.path.realpath(pattern)
-                    if not any(within(real, hidden) for hidden in builder.hidden):
-                        return pattern
+                elif within(real, self.point) and os.path.lexists(pattern) and \
+                        not any(within(real, hidden) for hidden in builder.hidden):
+                    return pattern
         return ""
 
 
