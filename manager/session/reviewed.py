@@ -51,10 +51,13 @@ def since(session: Session) -> int | None:
         ended = os.stat(calls).st_mtime_ns
     except FileNotFoundError:
         return None
-    try:
-        return max(ended, os.stat(session.sandbox / STAMP).st_mtime_ns)
-    except FileNotFoundError:
-        return ended
+    from manager.engines.container.upper import EXPORTED  # the export's writes are ours
+
+    stamps = [ended]
+    for name in (STAMP, EXPORTED):
+        with contextlib.suppress(FileNotFoundError):
+            stamps.append(os.stat(session.sandbox / name).st_mtime_ns)
+    return max(stamps)
 
 
 def unreviewed(layers: list[Layer], project: Path, after: int) -> list[Path]:

@@ -365,6 +365,7 @@ class ContainerEngine:
             if container_upper.in_volume(session):
                 container_upper.export_upper(self.client, session, self._export_helper(session))
                 (session.sandbox / container_upper.VOLUME_MARK).unlink()
+                container_upper.stamp_export(session)
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
                 self.clear_work(session)

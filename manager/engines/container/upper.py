@@ -35,6 +35,7 @@ from manager.session.store import Session
 
 CALLS_MOUNT = "/run/ws-calls"
 VOLUME_MARK = "volume"
+EXPORTED = "exported"   # its mtime: when the export last rewrote the host's upper (session/reviewed)
 BIRTHS = "upper.births"          # volume mode: {upper path: birth ns in the volume}
 VOLUME_MOUNT = "/run/ws-vol"     # the named volume: upper/ and work/ (0700, root's)
 LOWER_MOUNT = "/run/ws-lower"    # the project, read-only: the overlay's lower layer
@@ -249,3 +250,11 @@ def swap(new: Path, current: Path) -> None:
         current.rename(old)
     new.rename(current)
     rmtree(old)
+
+
+def stamp_export(session: Session) -> None:
+    """The export rewrote the host's upper: its entries' ctimes are ours, no process's
+    (stamped after it, with the file system's clock; session/reviewed reads it)."""
+    with contextlib.suppress(OSError):
+        (session.sandbox / EXPORTED).touch()
+        os.utime(session.sandbox / EXPORTED)
