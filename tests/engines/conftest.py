@@ -8,7 +8,6 @@ broken one is a failure. try runs once per form (see tryforms).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pwd
 import subprocess
@@ -52,17 +51,30 @@ def _unavailable(name: str) -> str | None:
         return str(exc)
 
 
-@functools.cache
+_HEALTHY: set[tuple[str, str]] = set()
+
+
+def _healthy_once(name: str, key: str) -> str | None:
+    """An engine's health check (a real trial call) once per ``key`` when it passes: a
+    failure is asked again at the next test, never kept (one slow trial on a loaded machine
+    must not fail every later test of the run)."""
+    if (name, key) in _HEALTHY:
+        return None
+    why = registry.get(name)(config.load(None)).health_check()
+    if why is None:
+        _HEALTHY.add((name, key))
+    return why
+
+
 def overlay_unavailable(path: str) -> str | None:
     """Overlay's health check is a trial call (a holder, the entry, a write: ~0.7 s): the
     host's answer once per PATH is enough, not once per test."""
-    return registry.get("overlay")(config.load(None)).health_check()
+    return _healthy_once("overlay", path)
 
 
-@functools.cache
 def try_unavailable(path: str) -> str | None:
     """try's health check (a real call through it), once per ``path``: the try.path in force."""
-    return registry.get("try")(config.load(None)).health_check()
+    return _healthy_once("try", path)
 
 
 def _use(name: str, monkeypatch: pytest.MonkeyPatch) -> str:

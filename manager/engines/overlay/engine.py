@@ -61,7 +61,11 @@ class OverlayEngine:
     # -- availability -------------------------------------------------------
 
     def health_check(self) -> str | None:
-        return first_failure(self.checks())
+        """Whether calls can run here. Not the network probe (doctor's): a confinement that
+        cannot be set up fails the session that asks for it, at its holder's start; a slow
+        probe on a loaded machine must not make `auto` pass over this engine."""
+        from manager.engines.overlay import probe as overlay_probe
+        return first_failure(overlay_probe.checks(network=False))
 
     def checks(self) -> list[Check]:
         from manager.engines.overlay import probe as overlay_probe
