@@ -52,9 +52,13 @@ def commit(args: argparse.Namespace) -> int:
         return commit_patch(ctx, session, paths, force=args.force)
     target = Target(session.dir, session.project_path, session.id, session.created)
     after = reviewed.since(session)
+    if after is not None:
+        # Read before the engine is released: its release writes the upper too (the work
+        # dir cleared moves the whiteouts' shared inode; entries handed back to the user),
+        # and those writes are ours, no process's.
+        live = ctx.engine(session).layers(session)
+        _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
     with upper_at_rest(ctx, session) as layers:
-        if after is not None:
-            _refuse_unreviewed(reviewed.unreviewed(layers, session.project_path, after), paths)
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))
