@@ -103,9 +103,7 @@ def _options(args: list[str]) -> list[str]:
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
         arg = args[i]
         found.append(arg)
-        takes_value = (arg.startswith("--") and "=" not in arg and arg in policies.CTR_VALUES) or (
-            len(arg) == 2 and arg[1] in policies.CTR_SHORT_VALUES - policies.CTR_SHORT_FLAGS)
-        i += 2 if takes_value else 1
+        i += 2 if policies.takes_value(arg) else 1
     return found
 
 

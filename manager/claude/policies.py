@@ -225,12 +225,16 @@ def _operands(args: list[str]) -> list[str]:
         arg = args[i]
         if arg == "--":
             return found + args[i + 1:]
-        takes_value = (arg.startswith("--") and "=" not in arg and arg in CTR_VALUES) or (
-            len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
         if not arg.startswith("-") or arg == "-":
             found.append(arg)
-        i += 2 if takes_value else 1
+        i += 2 if takes_value(arg) else 1
     return found
+
+
+def takes_value(arg: str) -> bool:
+    """A docker/podman option whose value is the next word (``--name X``, ``-u 0``)."""
+    return (arg.startswith("--") and "=" not in arg and arg in CTR_VALUES) or (
+        len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
 
 
 def _image_operand_ok(args: list[str]) -> bool:
