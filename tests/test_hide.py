@@ -140,3 +140,14 @@ def test_the_claude_settings_read_are_the_clients(project: Path, monkeypatch):
     assert os.path.join(permissions.config_dir(), "settings.json") in files
     assert {str(project / ".claude/settings.json"),
             str(project / ".claude/settings.local.json")} <= set(files)
+
+
+def test_the_overlay_holder_reads_the_files_hide_writes():
+    """The holder is a program of its own (stdlib only, nothing of manager imported): its
+    copies of the sandbox files' names and of the glob characters must be hide's."""
+    from manager.engines.overlay.holder import hide as holder_hide
+    from manager.engines.overlay.holder import project as holder_project
+
+    assert holder_hide.HIDE_FILE == hide.HIDE_FILE
+    assert holder_project.PATTERNS_FILE == hide.PATTERNS_FILE
+    assert holder_project.GLOB_CHARS == hide.GLOB_CHARS
