@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 from manager import config  # noqa: E402
 from manager.engines import registry  # noqa: E402
 from manager.engines.base import RunRequest  # noqa: E402
+from manager.engines.container.base import resource_name  # noqa: E402
 from manager.session import store  # noqa: E402
 
 CLI = [sys.executable, "-m", "manager"]
@@ -139,7 +140,7 @@ def many(root: Path, env: dict[str, str], sessions: int, calls: int) -> dict[str
 
 
 def container_memory(env: dict[str, str], sessions: list[store.Session]) -> float:
-    names = [f"workspace-{s.id}" for s in sessions]
+    names = [resource_name(s.id) for s in sessions]
     if env.get("WORKSPACE_CONTAINER__HOST"):   # the CLI asked directly: name its engine
         env = dict(env, DOCKER_HOST=env["WORKSPACE_CONTAINER__HOST"])
     out = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", *names],

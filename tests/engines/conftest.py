@@ -18,7 +18,10 @@ import pytest
 
 from manager import config
 from manager.engines import registry
+from manager.engines.container.base import lower_volume_name
+from manager.engines.container.base import resource_name
 from manager.errors import EngineUnavailable
+from manager.session import paths
 from manager.session import store
 from tests.engines import accounts
 from tests.engines import tryforms
@@ -127,13 +130,15 @@ def _remove_containers(cli: str) -> None:
     """
     sessions, _ = store.list_sessions()
     engine = registry.get(cli)(config.load(None))
+    # This test's state dir only: the other account's pass shares the daemon and session ids.
+    state = f"label=org.workspace.state={paths.state_home()}"
     for session in sessions:
         label = f"label=org.workspace.session={session.id}"
-        ids = subprocess.run([cli, "ps", "-aq", "--filter", label],
+        ids = subprocess.run([cli, "ps", "-aq", "--filter", label, "--filter", state],
                              capture_output=True, text=True).stdout.split()
         if ids:
             subprocess.run([cli, "rm", "-f", "-v", *ids], capture_output=True)
-        for volume in (f"workspace-{session.id}", f"workspace-lower-{session.id}"):  # remote's
+        for volume in (resource_name(session.id), lower_volume_name(session.id)):  # remote's
             subprocess.run([cli, "volume", "rm", volume], capture_output=True)
         with contextlib.suppress(EngineUnavailable):
             engine.clear_work(session)

@@ -21,7 +21,9 @@ import pytest
 from manager import config
 from manager.engines import registry
 from manager.engines.base import RunRequest
+from manager.engines.container.base import resource_name
 from manager.engines.container.engine import rootless_podman
+from manager.session import paths
 from manager.session import store
 from tests.engines.support import status
 from tests.engines.support import wait_until
@@ -31,7 +33,8 @@ pytestmark = [pytest.mark.engine,
 
 
 def containers(cli: str, session_id: str, running_only: bool = False) -> list[str]:
-    argv = [cli, "ps", "-q", "--filter", f"label=org.workspace.session={session_id}"]
+    argv = [cli, "ps", "-q", "--filter", f"label=org.workspace.session={session_id}",
+            "--filter", f"label=org.workspace.state={paths.state_home()}"]
     argv += [] if running_only else ["-a"]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
 
@@ -85,7 +88,7 @@ def test_gc_removes_the_container_and_keeps_the_changes(ws, project: Path, engin
     time.sleep(0.05)
     report = json.loads(ws("gc", "--json", check=True).stdout)
     assert report["kept"] == [{"id": session.id, "pending": 1}]
-    assert report["containers"] == [{"engine": engine_name, "name": f"workspace-{session.id}",
+    assert report["containers"] == [{"engine": engine_name, "name": resource_name(session.id),
                                      "session": session.id, "reason": "session stale"}]
     assert containers(engine_name, session.id) == []
     assert status(ws) == {str(project / "kept.txt"): "added"}
@@ -99,12 +102,12 @@ def test_gc_sweeps_the_container_of_a_deleted_session(ws, project: Path, tmp_pat
     # dir is the engine's until the container is gone, see ContainerEngine.clear_work.)
     gone = tmp_path / "gone"
     session.dir.rename(gone)
-    expected = {"engine": engine_name, "name": f"workspace-{session.id}",
+    expected = {"engine": engine_name, "name": resource_name(session.id),
                 "session": session.id, "reason": "session gone"}
     dry = json.loads(ws("gc", "--json", "--dry-run", check=True).stdout)
     assert dry["containers"] == [expected] and containers(engine_name, session.id)
     out = ws("gc", check=True).stdout
-    assert f"removed container workspace-{session.id} ({engine_name}, session gone" in out
+    assert f"removed container {resource_name(session.id)} ({engine_name}, session gone" in out
     assert containers(engine_name, session.id) == []
     gone.rename(session.dir)
     engine_for(engine_name).destroy(store.load(session.id))

@@ -9,6 +9,7 @@ import pytest
 
 from manager import config
 from manager.engines import registry
+from manager.engines.container.base import resource_name
 from manager.session import store
 from tests.engines.conftest import engine_cli
 from tests.engines.support import status
@@ -40,7 +41,7 @@ def test_changes_survive_release_and_a_lost_container(ws, project: Path, engine_
     assert not (session.sandbox / "volume").exists()
     ws("run", "--", "sh", "-c", "echo 2 > d/two", check=True)   # a fresh volume, pushed
     # The container vanishes without an export: the volume still holds the changes.
-    subprocess.run([cli, "rm", "-f", f"workspace-{session.id}"], check=True, capture_output=True)
+    subprocess.run([cli, "rm", "-f", resource_name(session.id)], check=True, capture_output=True)
     assert status(ws) == {str(project / "d"): "added", str(project / "d/one"): "added",
                           str(project / "d/two"): "added"}
     assert ws("run", "--", "cat", "d/one", "d/two", check=True).stdout == "1\n2\n"

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from manager.engines.container.base import resource_name
 from tests.claude.conftest import Claude
 from tests.engines.conftest import using_engine
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]   # rootless podman too
 
-ESCAPE = ('{cli} exec -u 0 workspace-sess-1 sh -c "umount /run/ws-lower/secret.env; '
+ESCAPE = ('{cli} exec -u 0 {name} sh -c "umount /run/ws-lower/secret.env; '
           'cat /run/ws-lower/secret.env; mount -o remount,rw,bind /run/ws-lower && '
           'echo escaped > /run/ws-lower/ESCAPED"')
 
@@ -48,7 +49,7 @@ def test_exec_into_the_sessions_own_container_is_sandboxed(project: Path, tmp_pa
     claude.env["WORKSPACE_ENGINE"] = cli
     assert claude.start().returncode == 0
     assert "hunter2" not in claude.bash("cat secret.env; echo").stdout   # the container is up
-    run = claude.bash(ESCAPE.format(cli=cli))
+    run = claude.bash(ESCAPE.format(cli=cli, name=resource_name("sess-1")))
     reached = {"read the hidden file": "hunter2" in run.stdout,
                "wrote the real project": (project / "ESCAPED").exists()}
     assert not any(reached.values()), reached
@@ -64,19 +65,20 @@ def test_no_passthrough_form_acts_on_workspace_resources(project: Path, tmp_path
     claude.env["WORKSPACE_ENGINE"] = cli
     assert claude.start().returncode == 0
     assert claude.bash("true").returncode == 0                            # the container is up
-    ident = subprocess.run([cli, "container", "inspect", "--format", "{{.Id}}",
-                            "workspace-sess-1"], capture_output=True, text=True,
+    ours = resource_name("sess-1")
+    ident = subprocess.run([cli, "container", "inspect", "--format", "{{.Id}}", ours],
+                           capture_output=True, text=True,
                            check=True).stdout.strip()
     image = "workspace-sandbox:latest"
     sandboxed = [f"{cli} exec -u 0 {ident[:12]} id", f"{cli} exec --user=0 {ident} id",
-                 f"{cli} stop workspace-sess-1", f"{cli} container kill {ident[:8]}",
-                 f"{cli} rm -f workspace-sess-1", f"sudo -n -n {cli} exec workspace-sess-1 id",
-                 f"{cli} rename workspace-sess-1 x", f"{cli} volume rm workspace-sess-1",
-                 f"{cli} run --rm --network container:workspace-sess-1 {image} true",
+                 f"{cli} stop {ours}", f"{cli} container kill {ident[:8]}",
+                 f"{cli} rm -f {ours}", f"sudo -n -n {cli} exec {ours} id",
+                 f"{cli} rename {ours} x", f"{cli} volume rm {ours}",
+                 f"{cli} run --rm --network container:{ours} {image} true",
                  f"{cli} rmi {image}", f"{cli} tag {image} {image}",
                  f"{cli} volume prune --force", f"{cli} exec workspace-sess-9 id",
-                 f"{cli} ps; {cli} stop workspace-sess-1"]
-    passing = [f"{cli} ps", f"{cli} inspect workspace-sess-1", f"{cli} images",
+                 f"{cli} ps; {cli} stop {ours}"]
+    passing = [f"{cli} ps", f"{cli} inspect {ours}", f"{cli} images",
                f"{cli} exec no-such-container id", f"{cli} stop no-such-container"]
     for form in sandboxed + passing:
         answer = claude.pre_bash(form)

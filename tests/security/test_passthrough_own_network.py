@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from manager.engines.container.base import resource_name
 from tests.claude.conftest import Claude
 from tests.engines.conftest import using_engine
 
@@ -41,8 +42,9 @@ def test_network_forms_naming_the_sessions_container_are_sandboxed(project: Path
     assert claude.start().returncode == 0
     assert claude.bash("true").returncode == 0                        # the container is up
     passed = []
-    for command in ("docker network disconnect none workspace-sess-1",
-                    "docker network connect bridge workspace-sess-1"):
+    ours = resource_name("sess-1")
+    for command in (f"docker network disconnect none {ours}",
+                    f"docker network connect bridge {ours}"):
         answer = claude.pre_bash(command)
         if "updatedInput" not in answer.spec and answer.decision != "deny":
             passed.append(command)

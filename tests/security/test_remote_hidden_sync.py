@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from manager.engines.container.base import lower_volume_name
+from manager.engines.container.base import resource_name
 from manager.session import store
 from tests.claude.conftest import Claude
 from tests.engines.conftest import using_engine
@@ -50,7 +52,7 @@ def test_hidden_files_are_not_sent_to_a_remote_engine(project: Path, tmp_path: P
     (session,), _ = store.list_sessions()
     assert (session.sandbox / "remote").exists(), "the session does not run as remote"
     sent = json.loads((session.sandbox / "lower.manifest").read_text())["entries"]
-    leaked = claude.bash('docker exec -u 0 workspace-sess-1 sh -c '
+    leaked = claude.bash(f'docker exec -u 0 {resource_name("sess-1")} sh -c '
                          '"umount /run/ws-lower/secret.env; cat /run/ws-lower/secret.env"')
     reached = {"sent to the engine": "secret.env" in sent,
                "read back inside": "hunter2" in leaked.stdout}
@@ -77,7 +79,7 @@ def test_no_hidden_content_reaches_the_remote_volume(project: Path, tmp_path: Pa
     assert "kept.txt" in sent
     assert not [rel for rel in sent if rel.startswith(("keys", "server.pem"))], sent
     volume = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v",
-                             "workspace-lower-sess-1:/v:ro", "workspace-sandbox:latest",
+                             f"{lower_volume_name('sess-1')}:/v:ro", "workspace-sandbox:latest",
                              "sh", "-c", "ls -R /v; cat /v/kept.txt; grep -r hunter2 /v; true"],
                             capture_output=True, text=True, check=True,
                             env=dict(os.environ, DOCKER_HOST=REMOTE))

@@ -27,7 +27,7 @@ Sandbox layout::
     volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
     running/            the calls' host-side records ("PID START" of the entry script)
-    container.pid       "PID START" of the container's init on the host (the lean path's check)
+    container.pid       "PID START NAME" of the container's init on the host (the lean path's check)
     container.ids       its user namespace's maps, read from the host as it starts (container_ids)
     container.lock      flock held while a container is created or removed
     remote engine.env   a remote engine (container_remote): where it is, for sessions and the
@@ -55,6 +55,9 @@ from manager.engines.base import RunRequest
 from manager.engines.base import Streams
 from manager.engines.container import remote as container_remote
 from manager.engines.container import upper as container_upper
+from manager.engines.container.base import PID_FILE
+from manager.engines.container.base import container_of
+from manager.engines.container.base import lower_volume_name
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
@@ -68,7 +71,6 @@ from manager.session.paths import is_within as _inside
 from manager.session.store import Session
 
 ENTER_SCRIPT = Path(__file__).with_name("enter.sh")
-PID_FILE = "container.pid"
 LABEL = "org.workspace.session"
 # The state directory that made a container: gc only ever touches its own (engines are shared).
 STATE_LABEL = "org.workspace.state"
@@ -106,7 +108,7 @@ class ContainerEngine:
                 *container_view.layers(session, ids)]
 
     def container_name(self, session: Session) -> str:
-        return resource_name(session.id)
+        return container_of(session)
 
     def prepare(self, session: Session) -> None:
         if container_pid(session.sandbox) is not None:
@@ -124,11 +126,13 @@ class ContainerEngine:
             yield
 
     def _start(self, session: Session) -> None:
-        name = self.container_name(session)
         remote = self.where is not None and self.where.remote
         volume = remote or container_upper.upper_mode(self, session) == "volume"
         with self._engine_errors(session):
-            self.client.remove(name)   # left from before (stopped, or its daemon restarted)
+            # Left from before (stopped, or its daemon restarted), under the name it was made with.
+            self.client.remove(self.container_name(session))
+            (session.sandbox / PID_FILE).unlink(missing_ok=True)
+            name = resource_name(session.id)
             image = self._image(session)
             for sub in ("upper", "work", "calls", "running"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
@@ -162,7 +166,7 @@ class ContainerEngine:
         # Owners are reviewed where the host's upper is the overlay's own (host mode).
         container_ids.record(session.sandbox, started.pid if start and not volume else 0)
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
-        (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0}\n")
+        (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0} {name}\n")
 
     def refresh(self, session: Session) -> None:
         """Bring the host's copy of the changes up to date (volume mode) before they are read."""
@@ -202,7 +206,7 @@ class ContainerEngine:
                                  f"{exc.stderr.strip()}") from exc
         # Volume mode's volumes: its session is gone, so nothing can read them any more.
         self.client.remove_volume_quietly(resource_name(found.session))
-        self.client.remove_volume_quietly(container_remote.lower_volume_name(found.session))
+        self.client.remove_volume_quietly(lower_volume_name(found.session))
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
@@ -382,7 +386,7 @@ class ContainerEngine:
         self.release(session)
         if (session.sandbox / "remote").exists():   # a remote session's copy of the project
             with self._engine_errors(session):
-                self.client.remove_volume(container_remote.lower_volume_name(session.id))
+                self.client.remove_volume(lower_volume_name(session.id))
         if session.sandbox.exists():
             shutil.rmtree(session.sandbox)
 
@@ -436,7 +440,7 @@ def rootless_podman() -> bool:
 def container_pid(sandbox: Path) -> int | None:
     """The live container init's host pid (0 when not visible here), else None."""
     try:
-        pid_text, start = (sandbox / PID_FILE).read_text().split()
+        pid_text, start = (sandbox / PID_FILE).read_text().split()[:2]
         pid = int(pid_text)
         return pid if pid == 0 or str(procs.start_time(pid)) == start else None
     except (OSError, ValueError):

@@ -47,7 +47,7 @@ fi
 
 # The container's init by host pid and start time, as prepare recorded them
 # (pid 0: the engine runs in a VM, nothing to check on this host).
-read -r pid start 2>/dev/null <"$S/container.pid" || fallback
+read -r pid start _ 2>/dev/null <"$S/container.pid" || fallback
 if [[ $pid != 0 ]]; then
     read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
     [[ ${st[21]} == "$start" ]] || fallback

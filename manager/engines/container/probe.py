@@ -20,6 +20,7 @@ from manager.engines.base import NETWORK_CHECK
 from manager.engines.base import NETWORK_LIST_FIX
 from manager.engines.base import Check
 from manager.engines.container.base import EngineShape
+from manager.engines.container.base import lower_volume_name
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.session import paths
@@ -253,8 +254,8 @@ def _remove_probe(engine: EngineShape, root: Path) -> None:
     if ids:
         _call([engine.cli, "rm", "-f", "-v", *ids])
     for session in state.glob("sessions/*"):
-        _call([engine.cli, "volume", "rm", resource_name(session.name),
-               f"workspace-lower-{session.name}"], timeout=30)   # a remote engine's copy
+        _call([engine.cli, "volume", "rm", resource_name(session.name, str(state)),
+               lower_volume_name(session.name, str(state))], timeout=30)   # a remote one's copy
         sandbox = session / "sandbox"   # the project's work dir, and $HOME's and /tmp's
         for work in [sandbox / "work", *sorted(sandbox.glob(f"{WORKS}/*"))]:
             with contextlib.suppress(WorkspaceError):

@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 
 from manager.config import Config
 from manager.engines.base import Check
-from manager.engines.container.base import resource_name
+from manager.engines.container.base import container_of
+from manager.engines.container.base import lower_volume_name
+from manager.engines.container.base import session_of
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
 from manager.engines.container.cli import Labelled
@@ -113,12 +115,6 @@ def connect(cli: str, config: Config) -> Location:
 
 
 # -- the session's container ------------------------------------------------------
-
-
-def lower_volume_name(session_id: str) -> str:
-    """The project's volume. Not the upper volume's name plus a suffix: podman finds a
-    volume by a prefix of its name, so removing the one would remove the other."""
-    return f"workspace-lower-{session_id}"
 
 
 def lower_volume(session: Session) -> str:
@@ -230,7 +226,7 @@ def sync_lower(client: ContainerClient, session: Session, config: Config) -> dic
     deleted = sorted(rel for rel in old if rel not in current)
     # Until it finishes, the volume matches no manifest: a failed sync starts afresh next time.
     (session.sandbox / MANIFEST).unlink(missing_ok=True)
-    container = resource_name(session.id)
+    container = container_of(session)
     sent = {"bytes": 0}
     try:
         if deleted:
@@ -311,8 +307,7 @@ def orphan_volumes(client: ContainerClient, engine: str, containers: list[Labell
     except (ContainerCommandError, subprocess.TimeoutExpired):
         return []
     held = {found.session for found in containers}
-    sessions = {name.removeprefix("workspace-").removeprefix("lower-") for name in names
-                if name.startswith("workspace-")}
+    sessions = {session for session in (session_of(name, state) for name in names) if session}
     return [Labelled(engine, "", f"volumes of {session}", session)
             for session in sorted(sessions - held)]
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from manager.engines.container.base import EngineShape
+from manager.engines.container.base import container_of
 from manager.engines.container.base import resource_name
 from manager.engines.container.cli import ContainerClient
 from manager.engines.container.cli import ContainerCommandError
@@ -81,6 +82,12 @@ def upper_mode(engine: EngineShape, session: Session) -> str:
 
 
 def volume_name(session: Session) -> str:
+    """The session's volume: the one its mark names while it holds changes (made by an
+    older version, maybe under another name), else the one it will be made with."""
+    with contextlib.suppress(OSError):
+        marked = (session.sandbox / VOLUME_MARK).read_text().strip()
+        if marked:
+            return marked
     return resource_name(session.id)
 
 
@@ -122,7 +129,7 @@ def fill_volume(client: ContainerClient, session: Session, fresh: bool,
              f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
              f'workdir={VOLUME_MOUNT}/work "$1"')
     try:
-        client.exec_root(resource_name(session.id), ["sh", "-c", mount, "sh", session.project])
+        client.exec_root(container_of(session), ["sh", "-c", mount, "sh", session.project])
     except ContainerCommandError as exc:
         raise EngineUnavailable(
             f"the container of session {session.id} cannot mount its overlay: "
@@ -137,7 +144,7 @@ def push_upper(client: ContainerClient, session: Session) -> None:
     script = (f'mkdir -p {VOLUME_MOUNT}/upper {VOLUME_MOUNT}/work && chmod 700 {VOLUME_MOUNT} '
               f'&& exec tar -C {VOLUME_MOUNT}/upper {shlex.join(TAR_FLAGS)} -xpf -')
     try:
-        client.exec_feeding(resource_name(session.id), ["sh", "-c", script],
+        client.exec_feeding(container_of(session), ["sh", "-c", script],
                             lambda pipe: tarstream.pack(session.sandbox / "upper", pipe))
     except ContainerCommandError as exc:
         raise EngineUnavailable(f"could not fill the volume of session {session.id}: "
@@ -151,7 +158,7 @@ def export_helper(client: ContainerClient, session: Session,
     in the session's container can replace any, and it holds CAP_SYS_ADMIN), the volume
     read-only, no network, only the capabilities reading needs (trusted.overlay.* marks:
     CAP_SYS_ADMIN; every entry: CAP_DAC_READ_SEARCH), as root (the volume's upper is 0700)."""
-    container = resource_name(session.id)
+    container = container_of(session)
     image = client.run([client.path(), "container", "inspect", "--format", "{{.Image}}",
                         container]).strip()
     if not image:
