@@ -18,6 +18,7 @@ from manager.commit.session import Target
 from manager.commit.session import commit_session
 from manager.errors import WorkspaceError
 from manager.session import reviewed
+from manager.session import shown
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import upper_at_rest
 
@@ -58,7 +59,10 @@ def commit(args: argparse.Namespace) -> int:
         # and those writes are ours, no process's.
         live = ctx.engine(session).layers(session)
         _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
+    seen = shown.current(session)   # before the release, which may tidy the call records
     with upper_at_rest(ctx, session) as layers:
+        if seen is not None:   # the sandbox is stopped: what is compared is what is applied
+            _refuse_changed(shown.changed(seen, paths))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))
@@ -79,6 +83,17 @@ def _refuse_unreviewed(late: list[Path], paths: list[Path]) -> None:
             f"last review, by a process a call left running: {shown}; nothing was committed",
             hint="review again (workspace status / workspace diff), then commit: the sandbox is "
                  "stopped now, nothing changes it until the next call")
+
+
+def _refuse_changed(late: list[str]) -> None:
+    """Nothing is applied while a file's content is not what the last review read."""
+    if late:
+        names = ", ".join(ui.quote(p) for p in late[:5]) + (" ..." if len(late) > 5 else "")
+        raise WorkspaceError(
+            f"{ui.count(len(late), 'path')} changed after review: {names}; "
+            "nothing was committed",
+            hint="review again (workspace status / workspace diff), then commit: the sandbox "
+                 "is stopped now, nothing changes it until the next call")
 
 
 def _report(result: apply.CommitResult, history: history_mod.History | None,

@@ -18,6 +18,7 @@ from manager.review import diff_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
 from manager.session import reviewed
+from manager.session import shown
 from manager.session.sandbox import pending
 
 
@@ -47,6 +48,7 @@ def show(args: argparse.Namespace) -> int:
         ui.err(ui.paint(f"note: {running}", "yellow"))
     found = pending(ctx, session, summarize=None if expand else diff_view.MAX_NEW_DIR_FILES,
                     on_found=ignores.ask)
+    shown.record(session, found)   # before anything is shown
     groups = group(select(found, resolve_paths(args.paths)), project, expand=expand,
                    ignores=ignores)
     git = gitview.read(project, groups.git, [c for e in groups.project for c in e.members])

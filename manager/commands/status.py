@@ -19,6 +19,7 @@ from manager.review import status_view
 from manager.review.grouping import IgnoreQuery
 from manager.review.grouping import group
 from manager.session import reviewed
+from manager.session import shown
 from manager.session.sandbox import pending
 from manager.session.store import Session
 
@@ -52,9 +53,10 @@ def status(args: argparse.Namespace) -> int:
     # Started before the walk, git answers while it runs (not for --json: no groups).
     ignores = None if args.json else IgnoreQuery(session.project_path)
     reviewed.mark(session)   # before the walk: a write during it counts as unseen
-    found = select(pending(ctx, session, summarize=None if expand else 0,
-                           on_found=ignores.ask if ignores else None),
-                   resolve_paths(args.paths))
+    everything = pending(ctx, session, summarize=None if expand else 0,
+                         on_found=ignores.ask if ignores else None)
+    shown.record(session, everything)   # before anything is shown
+    found = select(everything, resolve_paths(args.paths))
     if args.json:
         ui.dump_json({**as_json(session, found), "running": running})
         return 0

@@ -1,0 +1,155 @@
+"""What commit applies is what review showed: the content of every file, by digest.
+
+``session/reviewed`` refuses an entry whose ctime moved after the last review and call.
+A write through a shared mapping moves no time while its page stays dirty (the times
+move on the write fault of a clean page, so only after a writeback), so a process a
+call left running (the container engines keep them) can change a file's bytes after
+``workspace diff`` showed them, with the times of before. Times cannot close that class;
+content can: each review (status, diff) records a digest of every regular file of the
+changes, walked before anything is shown (a later write makes a mismatch: refused, never
+applied unseen), and commit, with the sandbox stopped, refuses a file whose content no
+longer matches while that review is current: no call has started or ended since (a call
+after it made changes the user commits unseen by choice, as without any review).
+
+Only where a process can outlive its call (the container engines' ``running/``): overlay
+and try end a call's processes with it, so nothing writes between a review and a commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from manager.changes.model import Change
+from manager.changes.model import EntryType
+from manager.changes.model import is_within
+from manager.session.store import Session
+
+RECORD = "shown"         # in the sandbox directory: the last review's digests
+CALLS = "running"        # the container engines' host-side call records (session/reviewed)
+CHUNK = 1 << 20
+
+
+def record(session: Session, found: list[Change]) -> None:
+    """A review walked ``found`` (all the changes, before any selection): record the
+    digests of their files, before anything of them is shown."""
+    calls = _calls(session)
+    if calls is None:
+        return
+    files = {upper: [real, _digest(upper)] for upper, real in _files(found)}
+    tmp = session.sandbox / f".{RECORD}.tmp"
+    with contextlib.suppress(OSError):    # never a reason for review to fail: commit refuses
+        tmp.write_text(json.dumps({"calls": calls, "files": files}))
+        os.replace(tmp, session.sandbox / RECORD)
+
+
+def current(session: Session) -> dict[str, list[str | None]] | None:
+    """The last review's digests while it is current (no call started or ended since),
+    else None. Read before the engine is released (that may tidy ``running/``)."""
+    calls = _calls(session)
+    if calls is None:
+        return None
+    try:
+        data = json.loads((session.sandbox / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("calls") != calls:
+        return None
+    files = data.get("files")
+    return files if isinstance(files, dict) else None
+
+
+def changed(shown: dict[str, list[str | None]], paths: list[Path]) -> list[str]:
+    """The real paths (within ``paths``, if any) of the shown files whose content is not
+    what the review read: changed, replaced or gone (unreadable then and now: equal)."""
+    late = []
+    for upper, (real, digest) in shown.items():
+        if paths and not any(is_within(Path(str(real)), p) for p in paths):
+            continue
+        if _digest(upper) != digest:
+            late.append(str(real))
+    return sorted(late)
+
+
+def _calls(session: Session) -> int | None:
+    """When a call last started or ended (the records' directory's mtime); None where no
+    process outlives its call."""
+    try:
+        return os.stat(session.sandbox / CALLS).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _files(found: list[Change]) -> Iterator[tuple[str, str]]:
+    """(upper, real) of every regular file the changes apply, a summarised new directory's
+    included (what it holds is applied too)."""
+    for change in found:
+        if change.new_type is EntryType.FILE:
+            yield change.upper_path, change.real_path
+        elif change.new_type is EntryType.DIR and change.below is not None:
+            yield from _below(change.upper_path, change.real_path)
+
+
+def _below(upper: str, real: str) -> Iterator[tuple[str, str]]:
+    todo = [(upper, real)]
+    while todo:   # iterative: no depth limit
+        here, there = todo.pop()
+        with contextlib.suppress(OSError), os.scandir(here) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append((entry.path, os.path.join(there, entry.name)))
+                    elif entry.is_file(follow_symlinks=False):
+                        yield entry.path, os.path.join(there, entry.name)
+
+
+def _digest(path: str) -> str | None:
+    """A digest of the file's bytes; None when it is not a readable regular file. Holes
+    are skipped by offset (a sparse file costs its data, not its size)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h = hashlib.blake2b(st.st_size.to_bytes(8, "little"), digest_size=20)
+        for start, end in _data(fd, st.st_size):
+            h.update(start.to_bytes(8, "little") + end.to_bytes(8, "little"))
+            while start < end:
+                chunk = os.pread(fd, min(CHUNK, end - start), start)
+                if not chunk:
+                    break
+                h.update(chunk)
+                start += len(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _data(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The file's data extents (the whole file where the file system cannot say)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:   # only a hole up to the end
+                return
+            if exc.errno != errno.EINVAL:
+                raise
+            start, end = pos, size
+        if start >= size:
+            return
+        yield start, end
+        pos = end
