@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -33,7 +34,6 @@ from manager.session.store import Session
 
 RECORD = "shown"         # in the sandbox directory: the last review's digests
 CALLS = "running"        # the container engines' host-side call records (session/reviewed)
-CHUNK = 1 << 20
 
 
 def record(session: Session, found: list[Change]) -> None:
@@ -110,8 +110,9 @@ def _below(upper: str, real: str) -> Iterator[tuple[str, str]]:
 
 
 def _digest(path: str) -> str | None:
-    """A digest of the file's bytes; None when it is not a readable regular file. Holes
-    are skipped by offset (a sparse file costs its data, not its size)."""
+    """A digest of the file's bytes; None when it is not a readable regular file. By
+    blocks, runs of zero blocks counted, so a hole costs a seek, not its size, and the
+    digest is the same however the file system lays the zeros out."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -121,14 +122,17 @@ def _digest(path: str) -> str | None:
         if not stat.S_ISREG(st.st_mode):
             return None
         h = hashlib.blake2b(st.st_size.to_bytes(8, "little"), digest_size=20)
-        for start, end in _data(fd, st.st_size):
-            h.update(start.to_bytes(8, "little") + end.to_bytes(8, "little"))
-            while start < end:
-                chunk = os.pread(fd, min(CHUNK, end - start), start)
-                if not chunk:
-                    break
-                h.update(chunk)
-                start += len(chunk)
+        zeros = 0
+        for block in _blocks(fd, st.st_size, sparse=st.st_blocks * 512 < st.st_size):
+            if block == _ZERO:
+                zeros += 1
+                continue
+            if zeros:
+                h.update(b"Z" + zeros.to_bytes(8, "little"))
+                zeros = 0
+            h.update(b"D" + block)
+        if zeros:
+            h.update(b"Z" + zeros.to_bytes(8, "little"))
         return h.hexdigest()
     except OSError:
         return None
@@ -136,20 +140,29 @@ def _digest(path: str) -> str | None:
         os.close(fd)
 
 
-def _data(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """The file's data extents (the whole file where the file system cannot say)."""
-    pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:   # only a hole up to the end
-                return
-            if exc.errno != errno.EINVAL:
-                raise
-            start, end = pos, size
-        if start >= size:
+def _blocks(fd: int, size: int, sparse: bool) -> Iterator[bytes]:
+    """Each block's digest (``_ZERO`` for a whole block of zeros, read or a hole)."""
+    at = 0
+    while at < size:
+        if sparse:
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno not in (errno.ENXIO, errno.EINVAL):
+                    raise
+                data = size if exc.errno == errno.ENXIO else at
+                sparse = exc.errno == errno.ENXIO
+            holes = (min(data, size) - at) // BLOCK
+            if holes:
+                yield from itertools.repeat(_ZERO, holes)
+                at += holes * BLOCK
+                continue
+        chunk = os.pread(fd, BLOCK, at)
+        if not chunk:
             return
-        yield start, end
-        pos = end
+        yield hashlib.blake2b(chunk, digest_size=20).digest()
+        at += len(chunk)
+
+
+BLOCK = 1 << 20
+_ZERO = hashlib.blake2b(bytes(BLOCK), digest_size=20).digest()
