@@ -18,6 +18,7 @@ from manager.commit.exclude import compile_patterns
 from manager.errors import WorkspaceError
 from manager.review import patch_prompt
 from manager.review.grouping import group
+from manager.session import shown
 from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import pending
@@ -29,12 +30,14 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
     project = session.project_path
     excluded = compile_patterns(never_committed(ctx), project)
     offered = [c for c in select(pending(ctx, session), paths) if not excluded(c.path)]
+    seen = shown.digests(offered)   # before anything is shown
     choices = patch_prompt.choose(_units(offered, project), project, patch_prompt.terminal_ask,
                                   ui.out)
     if not choices.partial and not choices.whole:
         ui.out("nothing chosen: everything stays pending")
         return 0
     with upper_at_rest(ctx, session) as layers:
+        _refuse_changed(shown.changed(seen, choices.whole))
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
                               exclude=never_committed(ctx)) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
@@ -45,6 +48,15 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
     for path in written:
         ui.out(f"committed part of {ui.quote(str(path))}; the rest stays pending")
     return 0 if result is None or result.ok else 1
+
+
+def _refuse_changed(late: list[str]) -> None:
+    """A file chosen whole is applied only as the questions read it (a call, or a process
+    one left, may write it meanwhile, through a mapping without moving its times)."""
+    if late:
+        names = ", ".join(ui.quote(p) for p in late[:5]) + (" ..." if len(late) > 5 else "")
+        raise WorkspaceError(f"the sandbox changed {names} while you chose; nothing written",
+                             hint="run `workspace commit -p` again")
 
 
 def _units(changes: list[Change], project: Path) -> list[Change]:

@@ -35,6 +35,15 @@ RECORD = "shown"         # in the sandbox directory: the last review's digests
 CALLS = "running"        # the container engines' host-side call records (session/reviewed)
 
 
+Shown = list[tuple[str, str, str]]   # (upper, real, digest) of each file the review read
+
+
+def digests(found: list[Change]) -> Shown:
+    """What ``found`` holds now: each regular file's digest (``commit -p``'s prompt keeps
+    them in memory: what it offered whole is compared under the lock)."""
+    return [(upper, real, _digest(upper)) for upper, real in _files(found)]
+
+
 def record(session: Session, found: list[Change]) -> None:
     """A review walked ``found`` (all the changes, before any selection): record the
     digests of their files, before anything of them is shown."""
@@ -42,15 +51,11 @@ def record(session: Session, found: list[Change]) -> None:
     if calls is None:
         return
     # NUL-separated (no name holds one): 10,000 files, a third of JSON's time.
-    fields = [os.fsencode(f) for upper, real in _files(found)
-              for f in (upper, real, _digest(upper))]
+    fields = [os.fsencode(f) for entry in digests(found) for f in entry]
     tmp = session.sandbox / f".{RECORD}.tmp"
     with contextlib.suppress(OSError):    # never a reason for review to fail: commit refuses
         tmp.write_bytes(b"%d\n" % calls + b"\0".join(fields))
         os.replace(tmp, session.sandbox / RECORD)
-
-
-Shown = list[tuple[str, str, str]]   # (upper, real, digest) of each file the review read
 
 
 def current(session: Session) -> Shown | None:

@@ -51,3 +51,22 @@ def test_split_and_quit(repo: Path, ws: Runner, sandboxed: Runner) -> None:
     assert "Split into 2 hunks." in screen
     assert (repo / "a.py").read_text() == "one\ntwo\nTHREE\n"
     assert ws("run", "--", "cat", "a.py", check=True).stdout == "ONE\ntwo\nTHREE\n"
+
+
+def test_a_file_chosen_whole_is_not_applied_if_it_changed_while_you_chose(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    # Issue 20: what commit applies is what review showed. The questions are asked without
+    # the session's lock: a call (or, on the container engines, a process one left,
+    # through a mapping that moves no time) may rewrite an offered file meanwhile.
+    sandboxed("echo shown > c.txt")
+
+    def rewrite_then_yes() -> str:
+        ws("run", "--", "sh", "-c", "echo EVIL > c.txt", check=True)
+        return "y"
+
+    code, screen = converse([sys.executable, "-m", "manager", "commit", "-p"], repo,
+                            [rewrite_then_yes])
+    assert "Commit added file c.txt" in screen, screen
+    assert code != 0 and "changed" in screen and "c.txt" in screen, screen
+    assert not (repo / "c.txt").exists()
+    assert ws("run", "--", "cat", "c.txt", check=True).stdout == "EVIL\n"   # still pending

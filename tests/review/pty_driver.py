@@ -6,12 +6,14 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
-def converse(argv: list[str], cwd: Path, answers: list[str], prompt: bytes = b"]? ",
-             timeout: float = 60) -> tuple[int, str]:
-    """Run ``argv`` on a pty; each time ``prompt`` appears, type the next answer."""
+def converse(argv: list[str], cwd: Path, answers: list[str | Callable[[], str]],
+             prompt: bytes = b"]? ", timeout: float = 60) -> tuple[int, str]:
+    """Run ``argv`` on a pty; each time ``prompt`` appears, type the next answer (a callable:
+    called then, while the prompt waits, for its answer)."""
     master, slave = os.openpty()
     proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
                             close_fds=True, start_new_session=True)
@@ -31,7 +33,9 @@ def converse(argv: list[str], cwd: Path, answers: list[str], prompt: bytes = b"]
                     break
                 seen += chunk
                 while pending and seen.count(prompt) > len(answers) - len(pending):
-                    os.write(master, pending.pop(0).encode() + b"\n")
+                    answer = pending.pop(0)
+                    answer = answer if isinstance(answer, str) else answer()
+                    os.write(master, answer.encode() + b"\n")
             elif proc.poll() is not None:
                 break
         code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
