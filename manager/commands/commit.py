@@ -20,6 +20,7 @@ from manager.errors import WorkspaceError
 from manager.session import reviewed
 from manager.session import shown
 from manager.session.sandbox import never_committed
+from manager.session.sandbox import pending
 from manager.session.sandbox import upper_at_rest
 
 
@@ -62,7 +63,9 @@ def commit(args: argparse.Namespace) -> int:
     seen = shown.current(session)   # before the release, which may tidy the call records
     with upper_at_rest(ctx, session) as layers:
         if seen is not None:   # the sandbox is stopped: what is compared is what is applied
-            _refuse_changed(shown.changed(seen, paths))
+            added = [] if seen.names is None else \
+                shown.added(seen.names, pending(ctx, session), paths)
+            _refuse_changed(sorted({*shown.changed(seen.files, paths), *added}))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))

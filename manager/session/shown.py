@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from manager.changes.model import Change
 from manager.changes.model import EntryType
@@ -44,34 +45,45 @@ def digests(found: list[Change]) -> Shown:
     return [(upper, real, _digest(upper)) for upper, real in _files(found)]
 
 
+class Review(NamedTuple):
+    files: Shown
+    names: set[str] | None   # volume mode: every upper entry it read (no times to tell)
+
+
 def record(session: Session, found: list[Change]) -> None:
     """A review walked ``found`` (all the changes, before any selection): record the
-    digests of their files, before anything of them is shown."""
+    digests of their files, before anything of them is shown; in volume mode also every
+    entry's name (there the times say nothing of what was added after the review)."""
     calls = _calls(session)
     if calls is None:
         return
     # NUL-separated (no name holds one): 10,000 files, a third of JSON's time.
     fields = [os.fsencode(f) for entry in digests(found) for f in entry]
+    names = [os.fsencode(n) for n in _names(found)] if _in_volume(session) else None
+    head = b"%d %d %d\n" % (calls, len(fields), -1 if names is None else len(names))
     tmp = session.sandbox / f".{RECORD}.tmp"
     with contextlib.suppress(OSError):    # never a reason for review to fail: commit refuses
-        tmp.write_bytes(b"%d\n" % calls + b"\0".join(fields))
+        tmp.write_bytes(head + b"\0".join([*fields, *(names or [])]))
         os.replace(tmp, session.sandbox / RECORD)
 
 
-def current(session: Session) -> Shown | None:
-    """The last review's digests while it is current (no call started or ended since),
+def current(session: Session) -> Review | None:
+    """The last review's record while it is current (no call started or ended since),
     else None. Read before the engine is released (that may tidy ``running/``)."""
     calls = _calls(session)
     if calls is None:
         return None
     try:
         head, _, body = (session.sandbox / RECORD).read_bytes().partition(b"\n")
-        if int(head) != calls:
+        when, nfields, nnames = (int(n) for n in head.split())
+        if when != calls:
             return None
     except (OSError, ValueError):
         return None
     fields = [os.fsdecode(f) for f in body.split(b"\0")] if body else []
-    return list(zip(fields[0::3], fields[1::3], fields[2::3], strict=False))
+    files = fields[:nfields]
+    return Review(list(zip(files[0::3], files[1::3], files[2::3], strict=False)),
+                  None if nnames < 0 else set(fields[nfields:]))
 
 
 def changed(shown: Shown, paths: list[Path]) -> list[str]:
@@ -79,11 +91,33 @@ def changed(shown: Shown, paths: list[Path]) -> list[str]:
     what the review read: changed, replaced or gone (unreadable then and now: equal)."""
     late = []
     for upper, real, digest in shown:
-        if paths and not any(is_within(Path(real), p) for p in paths):
-            continue
-        if _digest(upper) != digest:
+        if _within(real, paths) and _digest(upper) != digest:
             late.append(real)
     return sorted(late)
+
+
+def added(names: set[str], found: list[Change], paths: list[Path]) -> list[str]:
+    """The real paths (within ``paths``, if any) of changes the review did not read."""
+    return sorted(c.real_path for c in found
+                  if c.upper_path not in names and _within(c.real_path, paths))
+
+
+def _within(real: str, paths: list[Path]) -> bool:
+    return not paths or any(is_within(Path(real), p) for p in paths)
+
+
+def _in_volume(session: Session) -> bool:
+    from manager.engines.container.upper import in_volume
+
+    return in_volume(session)
+
+
+def _names(found: list[Change]) -> Iterator[str]:
+    """The upper entry of every change, and all below a summarised new directory."""
+    for change in found:
+        yield change.upper_path
+        if change.new_type is EntryType.DIR and change.below is not None:
+            yield from (upper for upper, _ in _below(change.upper_path, "", every=True))
 
 
 def _calls(session: Session) -> int | None:
@@ -105,7 +139,8 @@ def _files(found: list[Change]) -> Iterator[tuple[str, str]]:
             yield from _below(change.upper_path, change.real_path)
 
 
-def _below(upper: str, real: str) -> Iterator[tuple[str, str]]:
+def _below(upper: str, real: str, every: bool = False) -> Iterator[tuple[str, str]]:
+    """(upper, real) of the regular files below ``upper`` (``every``: of all entries)."""
     todo = [(upper, real)]
     while todo:   # iterative: no depth limit
         here, there = todo.pop()
@@ -114,7 +149,9 @@ def _below(upper: str, real: str) -> Iterator[tuple[str, str]]:
                 with contextlib.suppress(OSError):
                     if entry.is_dir(follow_symlinks=False):
                         todo.append((entry.path, f"{there}/{entry.name}"))
-                    elif entry.is_file(follow_symlinks=False):
+                        if every:
+                            yield entry.path, f"{there}/{entry.name}"
+                    elif every or entry.is_file(follow_symlinks=False):
                         yield entry.path, f"{there}/{entry.name}"
 
 
