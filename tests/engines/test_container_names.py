@@ -60,8 +60,9 @@ def test_the_same_session_id_in_another_state_dir_leaves_this_ones_alone(
         seen = mine.bash("cat kept.txt; ls theirs.txt")
         assert seen.stdout == "mine\n" and seen.returncode != 0, seen
     finally:
-        monkeypatch.setenv("XDG_STATE_HOME", str(other_state))
-        engines._remove_containers(cli)
+        with monkeypatch.context() as other:
+            other.setenv("XDG_STATE_HOME", str(other_state))
+            engines._remove_containers(cli)
 
 
 def test_names_carry_the_state_dir_and_read_back():
