@@ -10,6 +10,8 @@ container's own loopback, so only the proxy reaches the server.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,15 @@ def test_a_list_goes_through_the_proxy_with_each_call_on_the_record(
     assert second["down"] > len(GREETING)
     stop = claude.hook("Stop", {"stop_hook_active": False}).json
     assert "refused-host.invalid" in stop["hookSpecificOutput"]["additionalContext"]
+
+    # The proxy dies (killed from outside): the next call's entry sees it and a fresh one
+    # serves the running container's forwarder.
+    sandbox = tmp_path / "state/workspace/sessions/sess-1/sandbox"
+    os.kill(int((sandbox / "egress.pid").read_text().split()[0]), signal.SIGKILL)
+    again = claude.bash(FETCH.format(urls=[url]))
+    assert again.stdout.split("\n")[:1] == [GREETING], again
+    # The user turns the network off: the next call runs in a container made so.
+    path.write_text("network: off\n")
+    after = claude.bash("echo proxy=[$HTTP_PROXY]; " + DIRECT.format(port=server.port))
+    assert after.stdout.split("\n")[:3] == ["proxy=[]", "direct: failed", "['lo']"], after
+    assert not (sandbox / "egress.pid").exists()

@@ -95,7 +95,13 @@ def alive(session: Session) -> bool:
         return True
     except (OSError, ValueError):
         return False
-    return str(procs.start_time(int(pid))) == start
+    return _running(int(pid), start)
+
+
+def _running(pid: int, start: str) -> bool:
+    """That process, and not a zombie: an init that reaps nothing (some VMs' and containers'
+    pid 1) keeps a dead proxy's entry, start time and all."""
+    return procs.state(pid) not in (None, "Z") and str(procs.start_time(pid)) == start
 
 
 def stop(session: Session) -> None:
@@ -103,7 +109,7 @@ def stop(session: Session) -> None:
     path = session.sandbox / PROXY_PID
     with contextlib.suppress(OSError, ValueError):
         pid, start = path.read_text().split()[:2]
-        if str(procs.start_time(int(pid))) == start:
+        if _running(int(pid), start):
             os.kill(int(pid), 15)
     path.unlink(missing_ok=True)
 

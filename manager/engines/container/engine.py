@@ -30,6 +30,9 @@ Sandbox layout::
     container.pid       "PID START NAME" of the container's init on the host (the lean path's check)
     container.ids       its user namespace's maps, read from the host as it starts (container_ids)
     container.lock      flock held while a container is created or removed
+    network.json        the ``network`` policy the container was made with (egress/launch.py)
+    egress/ egress.pid  a list of hosts: the proxy's socket (mounted at /run/ws-egress), its
+    egress.log egress.jsonl  "PID START", its stderr, its record (container/egress.py)
     remote engine.env   a remote engine (container_remote): where it is, for sessions and the
     lower.manifest      entry script; what the project's volume holds; the last sync's cost
     lower.sync.json

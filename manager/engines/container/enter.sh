@@ -60,7 +60,7 @@ fi
 if [[ -e $S/egress.pid ]]; then
     read -r epid estart _ 2>/dev/null <"$S/egress.pid" || fallback
     read -r -a st 2>/dev/null <"/proc/$epid/stat" || fallback
-    [[ ${st[21]} == "$estart" ]] || fallback
+    [[ ${st[21]} == "$estart" && ${st[2]} != Z ]] || fallback   # a zombie: pid 1 may reap nothing
     hp=http://127.0.0.1:3128 sp=socks5h://127.0.0.1:3128
     export HTTP_PROXY=$hp HTTPS_PROXY=$hp ALL_PROXY=$sp http_proxy=$hp https_proxy=$hp \
         all_proxy=$sp NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
