@@ -70,18 +70,21 @@ def test_a_list_goes_through_the_proxy_with_each_call_on_the_record(
     allowed = claude.bash("echo $HTTP_PROXY $ALL_PROXY; " + FETCH.format(urls=[url]))
     assert allowed.stdout.split("\n")[:2] == [
         "http://127.0.0.1:3128 socks5h://127.0.0.1:3128", GREETING], allowed
+    # The call is the host's word: a nested ws-exec naming another id claims nothing.
     refused = claude.bash(FETCH.format(urls=[f"http://refused-host.invalid:{server.port}/"])
-                          + SOCKET.format(port=server.port))
-    assert refused.stdout.split("\n")[:3] == [
-        "failed 403", "socket: HTTP/1.1 403 Forbidden", "write: Read-only file system"], refused
+                          + SOCKET.format(port=server.port) + "ws-exec --id forged -- "
+                          + FETCH.format(urls=[f"http://refused-host.invalid:{server.port}/"]))
+    assert refused.stdout.split("\n")[:4] == [
+        "failed 403", "socket: HTTP/1.1 403 Forbidden", "write: Read-only file system",
+        "failed 403"], refused
     direct = claude.bash(DIRECT.format(port=server.port))
     assert direct.stdout.split("\n")[:2] == ["direct: failed", "['lo']"], direct
 
     network = json.loads(ws("status", "--json", check=True).stdout)["network"]
-    assert (network["mode"], network["attempts"], network["refused"]) == ("list", 3, 2), network
+    assert (network["mode"], network["attempts"], network["refused"]) == ("list", 4, 3), network
     first, second = network["hosts"]
     assert (first["host"], first["allowed"], first["count"], first["calls"]) == \
-        ("refused-host.invalid", False, 2, ["toolu_0002"]), network["hosts"]
+        ("refused-host.invalid", False, 3, ["toolu_0002"]), network["hosts"]
     assert (second["host"], second["allowed"], second["calls"]) == \
         ("127.0.0.2", True, ["toolu_0001"]), network["hosts"]
     assert second["down"] > len(GREETING)
