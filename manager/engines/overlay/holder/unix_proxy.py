@@ -73,7 +73,7 @@ class ContainerProxy(Proxy):
                 pid: int | None = peer_pid(conn)
             else:
                 inode = egress_proxy._socket_inode(self.init, ("tcp", "tcp6"), port, egress_proxy.PORT)
-                pid = owner(inode) if inode else None
+                pid = owner(inode, self.depth) if inode else None
             return self.call_above(pid)
         except OSError:
             return ""
@@ -150,11 +150,13 @@ def peer_pid(conn: socket.socket) -> int | None:
     return pid or None
 
 
-def owner(inode: str) -> int | None:
-    """The process holding socket ``inode`` (unique on the host): those we may look into."""
+def owner(inode: str, depth: int) -> int | None:
+    """The process holding socket ``inode`` (unique on the host), among those at least
+    ``depth`` pid namespaces deep (the host's own, with their many descriptors, skipped:
+    ~7x faster here) that we may look into."""
     target = f"socket:[{inode}]"
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or ns_depth(int(entry)) < depth:
             continue
         try:
             for fd in os.listdir(f"/proc/{entry}/fd"):
