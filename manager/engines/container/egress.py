@@ -66,7 +66,8 @@ def spawn(session: Session, restart: bool = False) -> subprocess.Popen[bytes]:
 def ready(proc: subprocess.Popen[bytes], session: Session, init: int) -> None:
     """Give the proxy the container's init and wait for the forwarder's hello; record it."""
     if init <= 1:
-        _fail(proc, session, "the container's init is not visible on this host")
+        _fail(proc, session, "the container is not running, or not on this host (it stops at "
+                             "once when its command, the network forwarder, finds no python3)")
     assert proc.stdin is not None
     try:
         proc.stdin.write(f"{init}\n".encode())
