@@ -70,6 +70,16 @@ def touches_workspace(script: shell.Script, image: str) -> bool:
     return ownctr.touches_own(script, image)
 
 
+def connects_out(script: shell.Script, network: object) -> bool:
+    """``network`` (the effective setting) is not ``open`` and a part can reach the network
+    (:mod:`manager.claude.netreach`): it runs in the sandbox, where the setting applies."""
+    if network == "open":
+        return False
+    from manager.claude import netreach
+
+    return any(netreach.connects_out(part.words) for part in script.parts)
+
+
 # What a command running git gets in the sandbox (shell words, expanded by the client's
 # shell). GIT_OPTIONAL_LOCKS=0: `git status` does not refresh .git/index (writes take
 # their locks anyway). core.checkStat=minimal: `git diff` refreshes the index whatever
