@@ -26,6 +26,14 @@ Measured here (2 cores, a VM whose syscalls cost 4-6 us; ratios from one run):
   6.4-8.2x), diff 7.5-8.2x git status = 0.80-0.86x git diff;
 - the fixed cost (15:16 UTC, 2026-11-26): git status 0.060 s, python -c pass 0.022 s
   (0.36x), status with nothing pending 0.107 s (1.78x), status 0.314 s (5.2x).
+- 2026-11-28 (load 6-12 on the 2 cores; four runs of the same tree): wall ratios of
+  status 2.4-13.4x, diff 5.3-16.5x git status; CPU (the second column), main then this
+  branch in one go: git status 0.042/0.052 s, status 10.0x/6.8x, diff 14.0x/14.6x, a
+  status with nothing pending 6.0x/2.2x: noise of +-40% even in CPU time. The change
+  measured by itself: the filter of hidden paths, 70 ms -> 1.8 ms of 5,000 changes.
+  Profile of a status (cProfile, CPU): the walk 45-55% (per changed entry: lstat on both
+  sides, the cache's key, a Change), grouping and git check-ignore 10-15%, rendering
+  5,000 lines 15-20%, interpreter and imports the rest.
 Not within 2x, and not reachable by a command that starts Python and stats: a status
 with nothing to show already spends 1.8x of git's whole time at 100,000 files (the
 interpreter 22 ms; imports, mostly the standard library's argparse, pathlib, subprocess,
