@@ -43,10 +43,9 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     # Writes a sandboxed command made into workspace's own state, or where the sandbox
     # hides the host's files (manager.hide), are never real changes.
     kept = [str(paths.state_home()), *_hidden(ctx)]
-    seen.update(session.dir, {r: u for r, u in over_real.items()
-                              if not any(is_within(r, k) for k in kept)})
-    return [c for c in found if not any(is_within(c.real_path, k) for k in kept)
-            and not _holds_a_mask(c, kept)]
+    inside = paths.within_any(kept)
+    seen.update(session.dir, {r: u for r, u in over_real.items() if not inside(r)})
+    return [c for c in found if not inside(c.real_path) and not _holds_a_mask(c, kept)]
 
 
 def _holds_a_mask(change: Change, kept: list[str]) -> bool:
