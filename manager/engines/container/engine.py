@@ -263,9 +263,11 @@ class ContainerEngine:
         except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{exc.stderr.strip()}") from exc
-        # Volume mode's volumes: its session is gone, so nothing can read them any more.
-        self.client.remove_volume_quietly(resource_name(found.session))
-        self.client.remove_volume_quietly(lower_volume_name(found.session))
+        # Volume mode's volumes: its session is gone, so nothing can read them any more. (A
+        # label is anyone's to write: an id no session could have names no volume of ours.)
+        if paths.valid_id(found.session):
+            self.client.remove_volume_quietly(resource_name(found.session))
+            self.client.remove_volume_quietly(lower_volume_name(found.session))
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
