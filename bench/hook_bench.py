@@ -4,6 +4,7 @@ Measures, median of N runs each, in one invocation, on a warm session (overlay e
   python3 -c pass                    the bare interpreter, as found on PATH
   PY -c pass                         the interpreter the hook runs with (site on)
   PreToolUse hook                    bin/workspace-hook: process start to JSON out
+  PreToolUse passthrough             the same for `docker ps -a`, which the judge lets through
   call unsandboxed                   the client's shell running `true` as it does
   call sandboxed                     the same with the rewritten command (entry + finish)
   hook + sandboxed call              what a Bash call costs with the plugin in total
@@ -47,10 +48,10 @@ def client_shell(command: str, cwd_file: Path) -> list[str]:
     return ["/bin/bash", "-c", f"eval '{escaped}' && pwd -P >| {cwd_file}"]
 
 
-def payload(project: Path, n: int) -> bytes:
+def payload(project: Path, n: int, command: str = "true") -> bytes:
     return json.dumps({"session_id": "bench", "cwd": str(project), "hook_event_name": "PreToolUse",
                        "permission_mode": "bypassPermissions", "tool_name": "Bash",
-                       "tool_input": {"command": "true", "description": "bench"},
+                       "tool_input": {"command": command, "description": "bench"},
                        "tool_use_id": f"toolu_{n:05d}"}).encode()
 
 
@@ -71,7 +72,8 @@ def main() -> int:
                             "source": "startup"}).encode()
         timed([str(HOOK), "SessionStart"], env, cwd, start)
         rows: dict[str, list[float]] = {k: [] for k in (
-            "python3 -c pass", "PY -c pass", "PreToolUse hook", "call unsandboxed",
+            "python3 -c pass", "PY -c pass", "PreToolUse hook", "PreToolUse passthrough",
+            "call unsandboxed",
             "call sandboxed", "hook + sandboxed call")}
         for i in range(args.n + 1):          # round-robin, so load changes hit every row
             samples = {
@@ -80,6 +82,8 @@ def main() -> int:
                 "call unsandboxed": timed(client_shell("true", cwd_file), env, cwd)[0],
             }
             hook_ms, out = timed([str(HOOK), "PreToolUse"], env, cwd, payload(project, i))
+            samples["PreToolUse passthrough"] = timed(
+                [str(HOOK), "PreToolUse"], env, cwd, payload(project, 10000 + i, "docker ps -a"))[0]
             command = json.loads(out)["hookSpecificOutput"]["updatedInput"]["command"]
             call_ms = timed(client_shell(command, cwd_file), env, cwd)[0]
             samples.update({"PreToolUse hook": hook_ms, "call sandboxed": call_ms,

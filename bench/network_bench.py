@@ -1,10 +1,11 @@
-"""Per-call cost of setting ``network`` on the overlay engine: a sandboxed ``true`` through
-the lean entry (what the plugin emits per Bash call) with ``network`` a list, off and open.
+"""Per-call cost of setting ``network``: a sandboxed ``true`` through the lean entry (what
+the plugin emits per Bash call) with ``network`` a list, off and open, on the overlay engine
+or (``--engine``) podman or docker (a list there: the proxy's pid checked, its variables set).
 
 Each mode has its own warm session; the entries run interleaved (one of each per round, in a random order), so
 that the machine's load weighs on all alike. Goal (issue 24): a list costs +2 ms or less
 a call over open.
-Usage: python bench/network_bench.py [-n 60]
+Usage: python bench/network_bench.py [-n 60] [--engine overlay|podman|docker]
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ print("\\0".join(argv), end="\\0")
 """
 
 
-def session(tmp: Path, mode: str) -> tuple[list[str], dict[str, str], str]:
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"), WORKSPACE_ENGINE="overlay",
+def session(tmp: Path, mode: str, engine: str) -> tuple[list[str], dict[str, str], str]:
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"), WORKSPACE_ENGINE=engine,
                WORKSPACE_NETWORK=MODES[mode])
     project = tmp / mode
     project.mkdir()
@@ -47,11 +48,12 @@ def session(tmp: Path, mode: str) -> tuple[list[str], dict[str, str], str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=60)
+    parser.add_argument("--engine", default="overlay", choices=("overlay", "podman", "docker"))
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ws-netbench-"))
     made = {}
     try:
-        made = {mode: session(tmp, mode) for mode in MODES}
+        made = {mode: session(tmp, mode, args.engine) for mode in MODES}
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
         order = list(made)
         for _ in range(args.n):

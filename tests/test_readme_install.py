@@ -178,3 +178,15 @@ def test_readme_install_as_an_ordinary_user(account: Account):
     pending = json.loads(account.check(["workspace", "status", "--json", "--session", "readme-1"],
                                        project).stdout)
     assert [c["path"] for c in pending["changes"]] == [str(project / "plugin.txt")]
+
+    # Without the plugin system: the installed package's own hooks (the launcher it ships).
+    account.check(["workspace", "hooks", "install"], project)
+    hooks = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
+    line = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert str(src) not in line, line          # the installed copy, not the clone's
+    data = {"session_id": "readme-2", "cwd": str(project), "hook_event_name": "SessionStart",
+            "source": "startup"}
+    done = account.check(["sh", "-c", line], project, input=json.dumps(data),
+                         CLAUDE_PROJECT_DIR=str(project))
+    assert "copy-on-write sandbox" in json.loads(done.stdout)["hookSpecificOutput"][
+        "additionalContext"], done.stdout

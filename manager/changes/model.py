@@ -171,11 +171,12 @@ class _Walk:
     not generators: a change found 10 directories deep would pass through 20 of them)."""
 
     __slots__ = ("layer", "project", "summarize", "found", "cache", "on_found", "told", "todo",
-                 "counted")
+                 "counted", "over_real")
 
     def __init__(self, layer: Layer, project: str, summarize: int | None,
                  found: list[Change], cache: WalkCache | None,
-                 on_found: Callable[[Change], None] | None) -> None:
+                 on_found: Callable[[Change], None] | None,
+                 over_real: dict[str, str] | None = None) -> None:
         self.layer = layer
         self.project = project
         self.summarize = summarize
@@ -190,6 +191,9 @@ class _Walk:
         # too few to summarise: nothing below it is summarised either, nor counted again
         # (a count per level of a deep new tree is quadratic).
         self.counted = False
+        # {real path: upper entry} of the sandbox's own entries standing over real ones
+        # (manager.changes.seen), when asked for.
+        self.over_real = over_real
 
     def tell(self) -> None:
         assert self.on_found is not None
@@ -201,7 +205,8 @@ class _Walk:
 
 def read_changes(layers: list[Layer], project: Path, summarize: int | None = None,
                  cache: WalkCache | None = None,
-                 on_found: Callable[[Change], None] | None = None) -> list[Change]:
+                 on_found: Callable[[Change], None] | None = None,
+                 over_real: dict[str, str] | None = None) -> list[Change]:
     """Every change in ``layers``, parents before children, sorted by path.
 
     With ``summarize``, a new (or replaced) directory holding more than that many
@@ -209,11 +214,13 @@ def read_changes(layers: list[Layer], project: Path, summarize: int | None = Non
     of a 50,000-file tree costs a count, not 50,000 changes. With ``cache``, verdicts
     and counts whose entries are unchanged since the last review are reused.
     ``on_found`` is told of each change as the walk finds it (before the sort).
+    ``over_real`` is given each upper entry that hides a real one (see
+    :mod:`manager.changes.seen`), changed or not.
     """
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            walk = _Walk(layer, str(project), summarize, changes, cache, on_found)
+            walk = _Walk(layer, str(project), summarize, changes, cache, on_found, over_real)
             walk.todo.append((str(layer.upper), str(layer.target), False, False))
             while walk.todo:
                 _walk(walk, *walk.todo.pop())
@@ -372,6 +379,8 @@ def _entry(walk: _Walk, entry: os.DirEntry[str], at: _At, real: str,
     if new_type is EntryType.DIR:
         _dir_entry(walk, at, ust, real, rst, in_project)
         return
+    if rst is not None and walk.over_real is not None:
+        walk.over_real[real] = upper
 
     verdict = _leaf(walk, at, ust, rst)
     if verdict is not None:
@@ -437,6 +446,8 @@ def _dir_entry(walk: _Walk, at: _At, ust: os.stat_result, real: str,
     if kind is None and rst is not None and _xattrs_differ(at.upper, at.real):
         kind = Kind.XATTRS
     hidden = rst is None or opaque or old_type is not EntryType.DIR
+    if rst is not None and hidden and walk.over_real is not None:
+        walk.over_real[real] = upper
     summarize = walk.summarize
     below = count_files(upper, walk.cache) \
         if summarize is not None and hidden and not walk.counted else None

@@ -20,15 +20,16 @@ if TYPE_CHECKING:
     from manager.claude.records import HotConfig
     from manager.config import Config
 
-KEYS = ("passthrough", "plugin.allow_model_bypass", "container.image")   # the image: ownctr
-# Stamped too, though not in the hot config: a change of setting `network` must replace the
-# sandbox before the next call (see pretool._config).
-STAMPED = (*KEYS, "network")
+# The image: ownctr. network: the effective setting (Claude's allowed domains when it is set
+# nowhere), for the passthrough judge (netreach); a change of it also replaces the sandbox
+# before the next call (see pretool._config).
+KEYS = ("passthrough", "plugin.allow_model_bypass", "container.image", "network")
+STAMPED = KEYS
 
 
 def stamp(project: str) -> list[Any]:
     marks: list[Any] = []
-    for path in paths.config_files(project) + [paths.trust_file()]:
+    for path in paths.config_files(project) + [paths.trust_file()] + claude_settings(project):
         try:
             st = os.stat(path)
             marks.append([path, st.st_mtime_ns, st.st_size])
@@ -40,20 +41,34 @@ def stamp(project: str) -> list[Any]:
     return marks
 
 
+def claude_settings(project: str) -> list[str]:
+    """Claude Code's settings files, whose ``sandbox.network.allowedDomains`` the effective
+    ``network`` reads (egress.launch.inputs: the same files, tested)."""
+    from manager.claude import permissions
+
+    return [os.path.join(permissions.config_dir(), "settings.json"),
+            os.path.join(project, ".claude", "settings.json"),
+            os.path.join(project, ".claude", "settings.local.json")]
+
+
 def load(project: str) -> HotConfig:
     """Read the configuration the slow way (may import YAML)."""
     from pathlib import Path
 
     from manager import config
 
-    return pick(config.load(Path(project)))
+    return pick(config.load(Path(project)), project)
 
 
-def pick(merged: Config) -> HotConfig:
+def pick(merged: Config, project: str) -> HotConfig:
     """The settings the hooks need, from the merged configuration (slow path only)."""
     from typing import cast
 
-    return cast("HotConfig", {key: merged[key] for key in KEYS})
+    from manager.egress import launch
+
+    picked = {key: merged[key] for key in KEYS}
+    picked["network"] = launch.effective(merged, project)
+    return cast("HotConfig", picked)
 
 
 def current(hot: Hot, project: str) -> tuple[HotConfig, bool]:

@@ -1,9 +1,16 @@
 """Merge workspace's hooks into a Claude Code settings file, for use without the plugin.
 
-Our entries are recognised by their command (``-m manager.claude``), so
-installing twice gives a byte-identical file, uninstalling removes only ours,
-and every other hook and setting stays as it was. A file that does not parse is
-refused and left untouched. Writes are atomic (temp file, fsync, rename).
+The hooks are the plugin's own (``HOOKS`` is the one definition; hooks/hooks.json is
+tested to be it): the same launcher (bin/workspace-hook, shipped in the package as
+manager/claude/launcher), so the same resident service, deadline and deny on failure,
+and the same ``onFailure: "block"`` on PreToolUse. The command names the launcher's
+root and this interpreter, which the plugin's client would take from its environment.
+
+Our entries are recognised by their command, so installing twice gives a
+byte-identical file, uninstalling removes only ours (and those of older releases,
+``-m manager.claude``), and every other hook and setting stays as it was. A file
+that does not parse is refused and left untouched. Writes are atomic (temp file,
+fsync, rename).
 """
 
 from __future__ import annotations
@@ -12,24 +19,29 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from manager.errors import WorkspaceError
 from manager.fs.util import write_json_atomic
 
-MARKER = "-m manager.claude"
-# (event, matcher or None, timeout in seconds): the same set as hooks/hooks.json.
+LEGACY_MARKER = "-m manager.claude"    # what releases before the launcher installed
+MARKER = "/workspace-hook"
+ROOT_VAR = "CLAUDE_PLUGIN_ROOT="
+# (event, matcher or None, timeout in seconds, onFailure or None). The PreToolUse hooks
+# block the call when the launcher itself fails or times out (docs/security.md).
 HOOKS = (
-    ("SessionStart", None, 60),
-    ("UserPromptSubmit", None, 30),
-    ("PreToolUse", "Bash", 60),
-    ("PreToolUse", "Read|Edit|Write|MultiEdit|NotebookEdit", 60),
-    ("PostToolUse", "Bash|Write", 60),
-    ("Stop", None, 60),
-    ("SubagentStop", None, 60),
-    ("SessionEnd", None, 15),
+    ("SessionStart", None, 60, None),
+    ("UserPromptSubmit", None, 30, None),
+    ("PreToolUse", "Bash", 60, "block"),
+    ("PreToolUse", "Read|Edit|Write|MultiEdit|NotebookEdit", 60, "block"),
+    ("PostToolUse", "Bash|Write", 60, None),
+    ("Stop", None, 60, None),
+    ("SubagentStop", None, 60, None),
+    ("SessionEnd", None, 15, None),
 )
+PLUGIN_COMMAND = '"${CLAUDE_PLUGIN_ROOT}/bin/workspace-hook" '   # + the event
 
 
 def settings_path(global_: bool, project: Path) -> Path:
@@ -39,12 +51,43 @@ def settings_path(global_: bool, project: Path) -> Path:
     return project / ".claude" / "settings.json"
 
 
+def hooks_for(command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:
+    """The ``hooks`` mapping, each event's hook running ``command(event)``."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event, matcher, timeout, on_failure in HOOKS:
+        hook: dict[str, Any] = {"type": "command", "command": command(event), "timeout": timeout}
+        if on_failure:
+            hook["onFailure"] = on_failure
+        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [hook]
+        found.setdefault(event, []).append(group)
+    return found
+
+
+def plugin_hooks() -> dict[str, list[dict[str, Any]]]:
+    """hooks/hooks.json's ``hooks`` (the client sets CLAUDE_PLUGIN_ROOT for a plugin)."""
+    return hooks_for(lambda event: PLUGIN_COMMAND + event)
+
+
+def root() -> Path:
+    """The directory holding the ``manager`` package: a clone, or site-packages."""
+    return Path(__file__).resolve().parents[2]
+
+
 def command(event: str, python: str | None = None) -> str:
-    return f"{shlex.quote(python or sys.executable)} -I {MARKER} {event}"
+    """The plugin's launcher, told what the plugin's client would tell it: its root, and
+    the interpreter (this one) that has workspace."""
+    launcher = root() / "manager" / "claude" / "launcher" / "workspace-hook"
+    return (f"{ROOT_VAR}{shlex.quote(str(root()))} "
+            f"WORKSPACE_PYTHON={shlex.quote(python or sys.executable)} "
+            f"{shlex.quote(str(launcher))} {event}")
 
 
 def is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and MARKER in str(entry.get("command", ""))
+    if not isinstance(entry, dict):
+        return False
+    text = str(entry.get("command", ""))
+    return LEGACY_MARKER in text or (text.startswith(ROOT_VAR) and MARKER in text)
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -95,11 +138,8 @@ def without_ours(data: dict[str, Any]) -> dict[str, Any]:
 def with_ours(data: dict[str, Any], python: str | None = None) -> dict[str, Any]:
     result = without_ours(data)
     hooks = dict(result.get("hooks") or {})
-    for event, matcher, timeout in HOOKS:
-        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-        group["hooks"] = [{"type": "command", "command": command(event, python),
-                           "timeout": timeout}]
-        hooks[event] = [*hooks.get(event, []), group]
+    for event, groups in hooks_for(lambda event: command(event, python)).items():
+        hooks[event] = [*hooks.get(event, []), *groups]
     result["hooks"] = hooks
     return result
 
@@ -132,18 +172,21 @@ def uninstall(path: Path) -> bool:
 
 
 def status(path: Path) -> str:
-    """"installed", "partial", "absent" (no entries of ours) or "unreadable: ..."."""
+    """"installed", "outdated" (ours, but not as this release writes them: install again),
+    "partial", "absent" (no entries of ours) or "unreadable: ..."."""
     try:
         data = read(path)
     except WorkspaceError as exc:
         return f"unreadable: {exc.message}"
-    found = 0
-    for event, matcher, _ in HOOKS:
+    found = current = 0
+    want = hooks_for(command)
+    for event, matcher, _, _ in HOOKS:
         for group in (data.get("hooks") or {}).get(event, []) or []:
             if isinstance(group, dict) and group.get("matcher") == matcher and any(
                     is_ours(h) for h in group.get("hooks") or []):
                 found += 1
+                current += any(h in g["hooks"] for g in want[event] for h in group["hooks"])
                 break
     if found == len(HOOKS):
-        return "installed"
+        return "installed" if current == found else "outdated"
     return "partial" if found else "absent"

@@ -8,8 +8,11 @@ outside. So a passthrough form that names a container, volume or image is checke
 the engine the command would talk to (the same client and environment, which resolves
 names, ids and id prefixes as the command will): one that is workspace's (a label
 ``org.workspace.*``, or the image ``container.image`` names), one that cannot be told (a
-name the engine says is missing is none, unless spelled ``workspace-…``), and every
-``prune`` (it removes whatever is unused, ours too) are sandboxed instead.
+name the engine says is missing is none, unless spelled ``workspace-…``), and a form that
+makes something named or labelled as ours are sandboxed instead. A form that would act on
+targets it does not name (``--filter``, ``--all``, ``--latest``, ``prune``) never gets here:
+:mod:`manager.claude.ctrforms` lists none, so such a line is sandboxed before any lookup;
+operands are read with that module's tables, as the engine reads them.
 Only docker/podman forms that name something pay for the lookup (one ``inspect`` each).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from manager.claude import ctrforms
 from manager.claude import policies
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.claude.policies
@@ -26,12 +30,11 @@ if TYPE_CHECKING:
 
 OUR_LABELS = "org.workspace."
 CLIENTS = frozenset(("docker", "podman"))
-# Subcommands whose operands are containers (``inspect``, ``ps`` only read; exec: its first).
+# Forms whose operands are containers (``inspect``, ``ps`` only read; exec: its first).
 CONTAINER_OPS = frozenset(("exec", "start", "stop", "restart", "kill", "rm", "pause", "unpause",
-                           "wait", "rename", "diff", "logs", "top", "port", "stats", "attach",
-                           "cp", "commit", "export", "update", "healthcheck", "mount", "unmount",
-                           "checkpoint", "restore", "init", "cleanup"))
-IMAGE_OPS = frozenset(("rmi", "tag", "push", "pull", "untag", "save", "load", "import"))
+                           "wait", "rename", "diff", "logs", "top", "port", "stats",
+                           "healthcheck run"))
+IMAGE_OPS = frozenset(("rmi", "tag", "push", "pull"))
 TIMEOUT = 10
 
 
@@ -53,58 +56,34 @@ def _unsudo(words: list[str]) -> list[str]:
 
 
 def _own(cli: str, args: list[str], image: str) -> bool:
-    sub, rest = (args[0], args[1:]) if args else ("", [])
-    group = ""
-    if sub in policies.CTR_GROUPS and rest:
-        group, sub, rest = sub, rest[0], rest[1:]
-    if sub == "prune":
+    found = ctrforms.form(args)
+    if found is None:
+        return True                   # not a listed form: it did not pass (fail safe)
+    key, rest = found
+    names = ctrforms.operands(cli, key, rest)
+    if key in ("network connect", "network disconnect"):   # NETWORK CONTAINER
+        return _labelled(cli, "container", names[1:2])
+    if (key.endswith(" create") or key in ("run", "create")) and _spelled_ours(
+            cli, key, rest, names):
         return True
-    if group == "network" and sub in ("connect", "disconnect"):   # NETWORK CONTAINER
-        return _labelled(cli, "container", policies._operands(rest)[1:2])
-    if group == "volume":
-        return sub == "rm" and (_unnamed(rest, sub) or _labelled(
-            cli, "volume", policies._operands(rest), "{{json .Labels}}"))
-    if group == "image" or sub in IMAGE_OPS:
-        return _own_image(cli, sub, policies._operands(rest), image)
-    if sub in ("run", "create"):
+    if key == "volume rm":
+        return _labelled(cli, "volume", names, "{{json .Labels}}")
+    if key.startswith("image ") or key in IMAGE_OPS:
+        return _own_image(cli, key.removeprefix("image "), names, image)
+    if key in ("run", "create"):
         return any(_labelled(cli, "container", [net]) for net in _joined(rest))
-    if group in ("", "container") and sub in CONTAINER_OPS:
-        if _unnamed(rest, sub):
-            return True
-        names = policies._operands(rest)
-        return _labelled(cli, "container", names[:1] if sub == "exec" else names)
+    if key in CONTAINER_OPS:
+        return _labelled(cli, "container", names[:1] if key == "exec" else names)
     return False
 
 
-# Options by which a form acts on containers (or volumes) it does not name: podman's
-# --latest/-l (the one created last: the session's own, often), --all/-a. Judged as if they
-# named ours.
-UNNAMED_LONG = frozenset(("--latest", "--all"))
-UNNAMED_SHORT = frozenset("la")
-
-
-def _unnamed(args: list[str], sub: str) -> bool:
-    """``args`` hold an option that picks targets without naming them. exec's options end
-    at its container (what follows is the command's: `exec c ls -a`)."""
-    for arg in _options(args) if sub == "exec" else args:
-        if arg == "--":
-            return False
-        if arg.split("=", 1)[0] in UNNAMED_LONG:
-            return True
-        if arg.startswith("-") and not arg.startswith("--") and UNNAMED_SHORT & set(arg[1:]):
-            return True
-    return False
-
-
-def _options(args: list[str]) -> list[str]:
-    """The words before the first operand (an option's separate value skipped)."""
-    found: list[str] = []
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "-":
-        arg = args[i]
-        found.append(arg)
-        i += 2 if policies.takes_value(arg) else 1
-    return found
+def _spelled_ours(cli: str, key: str, args: list[str], names: list[str]) -> bool:
+    """A form that makes something named ``workspace-…`` or labelled ``org.workspace.*``:
+    workspace would take it for its own (a session's container, volume or network)."""
+    made = ctrforms.option_values(cli, key, args, ("--name", "-n", "--label", "-l"))
+    if key not in ("run", "create"):
+        made += names[:1]             # volume/network create NAME (run's first is the image)
+    return any(n.startswith(("workspace-", OUR_LABELS)) for n in made)
 
 
 def _joined(args: list[str]) -> list[str]:

@@ -10,7 +10,9 @@ no expansion, glob, brace, tilde, comment...; it then runs as
 :func:`shell.requote` writes it from the words judged here), and none of the
 arguments that make a read-only command write or run others (``find -delete``,
 ``find -exec``, ``rg --pre``, ``env CMD``...), and only in the exact forms
-:mod:`manager.claude.policies` allows for it (git: none). When in doubt: sandbox.
+:mod:`manager.claude.policies` allows for it (git: none); while the ``network``
+setting is not ``open``, none that can connect out (:mod:`manager.claude.netreach`).
+When in doubt: sandbox.
 The plugin's own launcher is never wrapped, but the model may only run its
 read-only subcommands (requoted as well).
 """
@@ -68,6 +70,16 @@ def touches_workspace(script: shell.Script, image: str) -> bool:
     from manager.claude import ownctr
 
     return ownctr.touches_own(script, image)
+
+
+def connects_out(script: shell.Script, network: object) -> bool:
+    """``network`` (the effective setting) is not ``open`` and a part can reach the network
+    (:mod:`manager.claude.netreach`): it runs in the sandbox, where the setting applies."""
+    if network == "open":
+        return False
+    from manager.claude import netreach
+
+    return any(netreach.connects_out(part.words) for part in script.parts)
 
 
 # What a command running git gets in the sandbox (shell words, expanded by the client's

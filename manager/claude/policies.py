@@ -16,9 +16,12 @@ costs a few milliseconds, never a broken command.
   options from :data:`GH_OPTIONS`. Not ``--web`` (runs a browser), aliases,
   extensions, anything that clones, checks out or downloads, a field read from a
   local file (``-F key=@FILE``) or another host (``--hostname``).
-- ``docker``/``podman``: operations of the daemon (or podman's own storage),
-  with options from :data:`CTR_OPTIONS`; no global options, no volume or
-  mount options, nothing whose client reads or writes local files.
+- ``docker``/``podman``: operations of the daemon (or podman's own storage), in
+  the forms :mod:`manager.claude.ctrforms` lists, with the options its table gives
+  that subcommand for that engine; a form that changes something names its targets
+  (no filter, all, latest, replace); no global options, no volume or mount
+  options, nothing whose client reads or writes local files, no host variable
+  named as a secret copied into a container.
 - ``sudo``: only in front of a command that passes through by itself.
 
 gh, docker and podman parse options with pflag, which takes no abbreviations.
@@ -64,42 +67,6 @@ GH_SHORT = frozenset("qtLsAalSBHRbuecvjiXFfp")     # never -w: --web on view com
 GH_FORM_OPTIONS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
     ("auth", "status"): (frozenset(("--active",)), frozenset("a")),
 }
-
-CTR_READ = frozenset(("ps", "images", "logs", "inspect", "version", "info", "stats", "top",
-                      "port", "history", "diff", "events", "search", "healthcheck"))
-CTR_DAEMON = frozenset(("start", "stop", "restart", "kill", "rm", "rmi", "pull", "pause",
-                        "unpause", "wait", "rename", "tag", "push"))
-CTR_RUNS = frozenset(("run", "exec", "create"))   # options end at the image / container
-CTR_GROUPS: dict[str, frozenset[str]] = {
-    "container": frozenset(("ls", "list", "ps", "inspect", "logs", "top", "port", "stats",
-                            "diff", "exists", "start", "stop", "restart", "kill", "rm",
-                            "pause", "unpause", "wait", "rename", "prune", "run", "exec",
-                            "create")),
-    "image": frozenset(("ls", "list", "inspect", "history", "exists", "tree", "rm", "pull",
-                        "prune", "tag", "push")),
-    "network": frozenset(("ls", "list", "inspect", "exists", "create", "rm", "prune",
-                          "connect", "disconnect")),
-    "volume": frozenset(("ls", "list", "inspect", "exists", "create", "rm", "prune")),
-    "system": frozenset(("df", "info", "events")),
-    "pod": frozenset(("ps", "ls", "list", "inspect", "logs", "top", "stats", "exists", "start",
-                      "stop", "restart", "kill", "rm", "pause", "unpause", "create")),
-}
-CTR_FLAGS = frozenset((
-    "--rm", "--detach", "--interactive", "--tty", "--publish-all", "--init", "--read-only",
-    "--quiet", "--replace", "--all", "--no-trunc", "--latest", "--size", "--digests",
-    "--no-stream", "--follow", "--timestamps", "--details", "--force", "--attach",
-    "--last", "--help", "--external", "--tree",
-))
-CTR_VALUES = frozenset((
-    "--name", "--env", "--publish", "--workdir", "--entrypoint", "--user", "--hostname",
-    "--label", "--restart", "--platform", "--pull", "--memory", "--cpus", "--network", "--net",
-    "--add-host", "--dns", "--expose", "--stop-signal", "--stop-timeout", "--tmpfs", "--pod",
-    "--health-cmd", "--detach-keys", "--shm-size", "--filter", "--format", "--tail", "--since",
-    "--until", "--time", "--signal", "--type", "--driver", "--subnet", "--gateway", "--alias",
-    "--limit", "--condition", "--timeout",
-))
-CTR_SHORT_FLAGS = frozenset("ditPqaflsn")          # bundles of these: -it, -dit, -aq
-CTR_SHORT_VALUES = frozenset("epwuhlmfnts")        # -e VAL (never attached: -eVAL)
 
 SUDO_OK_OPTIONS = frozenset(("-n", "--non-interactive"))
 
@@ -167,21 +134,30 @@ def _jq_reaches_out(program: str) -> bool:
 
 
 def docker(args: list[str]) -> bool:
-    if not args or args[0].startswith("-"):
-        return False                  # -H/--context/--root/--url point it elsewhere
-    sub, rest = args[0], args[1:]
-    if sub in CTR_GROUPS:
-        if not rest or rest[0] not in CTR_GROUPS[sub]:
-            return False
-        sub, rest = rest[0], rest[1:]
-    elif sub not in CTR_READ | CTR_DAEMON | CTR_RUNS:
+    return container("docker", args)
+
+
+def podman(args: list[str]) -> bool:
+    return container("podman", args)
+
+
+def container(cli: str, args: list[str]) -> bool:
+    """A form :mod:`manager.claude.ctrforms` lists, with only its options for ``cli``;
+    images named only by registry reference or id; no host secret copied into a container."""
+    from manager.claude import ctrforms
+
+    found = ctrforms.form(args)
+    if found is None:
         return False
-    if sub in CTR_RUNS:
-        return _run_options_ok(rest) and (sub == "exec" or _image_operand_ok(rest))
-    if not _options_ok(rest, CTR_FLAGS | CTR_VALUES, CTR_SHORT_FLAGS | CTR_SHORT_VALUES):
+    key, rest = found
+    if not ctrforms.options_ok(cli, key, rest) or ctrforms.copies_secret(cli, key, rest):
         return False
-    return sub not in CTR_IMAGE_OPERANDS or all(
-        image_reference(a) for a in _operands(rest))
+    operands = ctrforms.operands(cli, key, rest)
+    if key in ("run", "create"):      # the image; no image: let it fail in the sandbox
+        return bool(operands) and image_reference(operands[0])
+    if key == "exec":
+        return bool(operands)
+    return key not in CTR_IMAGE_OPERANDS or all(image_reference(a) for a in operands)
 
 
 # Subcommands whose operands are image references. podman also reads and writes images
@@ -216,59 +192,6 @@ def image_reference(ref: str) -> bool:
     return not tag or (set(tag) <= _TAG_CHARS and len(tag) <= 128 and tag[0] not in ".-")
 
 
-def _operands(args: list[str]) -> list[str]:
-    """The words that are not options or option values (as _options_ok reads them); after
-    ``--`` every word is one."""
-    found: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            return found + args[i + 1:]
-        if not arg.startswith("-") or arg == "-":
-            found.append(arg)
-        i += 2 if takes_value(arg) else 1
-    return found
-
-
-def takes_value(arg: str) -> bool:
-    """A docker/podman option whose value is the next word (``--name X``, ``-u 0``)."""
-    return (arg.startswith("--") and "=" not in arg and arg in CTR_VALUES) or (
-        len(arg) == 2 and arg[0] == "-" and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS)
-
-
-def _image_operand_ok(args: list[str]) -> bool:
-    """``run``/``create``: the image (the first operand) is a registry reference or an id."""
-    operands = _operands(args)
-    return bool(operands) and image_reference(operands[0])
-
-
-def _run_options_ok(args: list[str]) -> bool:
-    """``run``/``exec``/``create``: options until the first operand (image or container),
-    whose own arguments are the container's business."""
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if not arg.startswith("-") or arg == "-":
-            return True
-        if arg == "--":
-            return True
-        name = arg.split("=", 1)[0]
-        if arg.startswith("--"):
-            if name in CTR_VALUES:
-                i += 1 if "=" in arg else 2
-                continue
-            if name not in CTR_FLAGS:
-                return False
-        elif len(arg) == 2 and arg[1] in CTR_SHORT_VALUES - CTR_SHORT_FLAGS:
-            i += 2
-            continue
-        elif not _short_ok(arg, frozenset("ditP")):
-            return False
-        i += 1
-    return False                      # no image or container: let it fail in the sandbox
-
-
 def sudo(args: list[str], inner: Callable[[list[str]], bool]) -> bool:
     i = 0
     while i < len(args) and args[i] in SUDO_OK_OPTIONS:
@@ -278,4 +201,4 @@ def sudo(args: list[str], inner: Callable[[list[str]], bool]) -> bool:
 
 
 POLICIES: dict[str, Callable[[list[str]], bool]] = {"git": git, "gh": gh, "docker": docker,
-                                                    "podman": docker}
+                                                    "podman": podman}

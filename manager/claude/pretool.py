@@ -153,6 +153,7 @@ def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
         return _outside(command, script, project, tool_input,
                         BYPASS_NOTE + " (dangerouslyDisableSandbox)", judged=False)
     if passthrough.passes(script, config["passthrough"]) and \
+            not passthrough.connects_out(script, config.get("network")) and \
             not passthrough.touches_workspace(script, config.get("container.image", "")):
         return _outside(command, script, project, tool_input, None, judged=True)
     return None

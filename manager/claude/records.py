@@ -14,7 +14,7 @@ from typing import TypedDict
 
 # The settings the PreToolUse hook needs (``hotconfig.KEYS``), under their dotted names.
 HotConfig = TypedDict("HotConfig", {"passthrough": list[str], "plugin.allow_model_bypass": bool,
-                                    "container.image": str})
+                                    "container.image": str, "network": str | list[str]})
 
 
 class Hot(TypedDict):

@@ -70,7 +70,7 @@ def build_hot(ctx: Any, session: Any) -> Hot:
     return {"session": session.id, "project": session.project, "engine": session.engine,
             "entry": entry, "entry_bg": entry_bg,
             "layers": [[str(layer.upper), str(layer.target)] for layer in engine.layers(session)],
-            "config": hotconfig.pick(ctx.config),
+            "config": hotconfig.pick(ctx.config, session.project),
             "config_stamp": hotconfig.stamp(session.project)}
 
 

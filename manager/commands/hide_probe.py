@@ -5,6 +5,7 @@ command would try. It reports the list in force and whether the secret stayed ou
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shlex
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 from manager import hide
 from manager.config import Config
 from manager.engines.base import RunRequest
+from manager.errors import WorkspaceError
 
 # What a command would try: cat, python's open, a symlink to it, a hard link, the roots of
 # /proc; whatever it prints must not hold the secret.
@@ -39,15 +41,18 @@ def probe(config: Config, engine_name: str) -> tuple[bool, str]:
     probed.values["engine"] = engine_name
     session = store.create(project, engine_name, origin="doctor")
     out = top / "out"
+    ctx = Context(project, probed)
     try:
-        ctx = Context(project, probed)
         with open(out, "wb") as sink:
             rc = run(ctx, session, RunRequest(f"S={shlex.quote(str(secret))}; {READS}",
                                               str(project), TIMEOUT, stdin=subprocess.DEVNULL,
                                               stdout=sink, stderr=sink))
         seen = out.read_text(errors="replace")
-        ctx.engine(session).destroy(session)
     finally:
+        # Whatever the call did (an image that cannot serve calls fails it): the session's
+        # container and sandbox go with its record, or gc would meet an orphan.
+        with contextlib.suppress(WorkspaceError):
+            ctx.engine(session).destroy(session)
         store.remove(session)
         _remove(top)
     if token in seen:

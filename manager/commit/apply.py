@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from manager.changes import seen
 from manager.changes.model import Change
 from manager.changes.model import Layer
 from manager.changes.model import is_within
@@ -90,7 +91,7 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
     all_changes = read_changes(list(layers), project)
     plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
                      excluded=compile_patterns(exclude, project), force=force,
-                     allow_special=allow_special)
+                     allow_special=allow_special, seen=seen.Seen(session_dir))
     carry_out(session_dir, layers, all_changes, plan, result, force=force, progress=progress)
     return result
 
@@ -115,6 +116,7 @@ def carry_out(session_dir: Path, layers: Sequence[Layer], all_changes: list[Chan
                                                  plan.steps, force))
     outcome = _execute(started, check=None, progress=progress)
     result.applied_paths.extend(s.path for s in outcome.applied)
+    seen.forget(session_dir, [s.path for s in outcome.applied])   # real now: no evidence
     result.notes.extend(owner_notes(all_changes, result.applied_paths))
     _record_failures(result, outcome)
     tidy_upper(layers, [c.upper_path for c in all_changes], _moved_uppers(outcome))
@@ -249,6 +251,7 @@ def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
     else:
         _remove_uppers(layers, _topmost([c.upper for c in chosen]))
         tidy_upper(layers, [c.upper for c in all_changes], [c.upper for c in chosen])
+    seen.forget(session_dir, [c.real_path for c in chosen] if paths else None)
     if progress is not None:
         progress(len(chosen), len(chosen), size)
     return chosen

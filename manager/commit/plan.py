@@ -13,7 +13,9 @@ so the birth of the nearest upper directory still merged with its real directory
 stands in: no copy-up below it is older (a conflict may be reported that was
 none, never the reverse). Directories are not checked themselves (their ctime
 moves whenever a child changes); removing a whole real tree checks everything in
-it.
+it. Such an entry whose real file is gone is a conflict when a walk saw it stand
+over the real one (:mod:`manager.changes.seen`): deleted outside, not created by
+the sandbox.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from manager.changes.model import Kind
 from manager.changes.model import Layer
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
+from manager.changes.seen import Seen
 from manager.commit.btime import birth_ns
 from manager.commit.btime import may_follow
 from manager.commit.journal import Step
@@ -77,6 +80,7 @@ class _Context:
     allow_special: bool
     opaque: set[str]    # opaque directories: the real entries below them go
     hiding: set[str]    # added or replaced directories: the real tree below was hidden
+    seen: Seen          # names a walk saw the sandbox's own entry stand over a real one
     blocked: set[str] = field(default_factory=set)
     births: dict[str, int] = field(default_factory=dict)  # upper directories' births
     # Real directories found missing: a new tree's 10,000 entries are not each looked up.
@@ -115,13 +119,15 @@ class _Context:
 
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
-              excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False) -> Plan:
+              excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False,
+              seen: Seen | None = None) -> Plan:
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
                    allow_special,
                    opaque={c.real_path for c in all_changes if c.opaque},
                    hiding={c.real_path for c in all_changes if c.new_type is EntryType.DIR
-                           and c.kind in (Kind.ADDED, Kind.REPLACED)})
+                           and c.kind in (Kind.ADDED, Kind.REPLACED)},
+                   seen=seen or Seen(None))
     try:
         for change in with_parents(selected, all_changes):
             _plan_one(plan, ctx, change)
@@ -204,8 +210,12 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     step = step_for(ctx.layers, change)
     real = ctx.real_at(change)
     # (hidden only where there is a real entry to judge: a new tree's entries have none)
-    reason = None if ctx.force or real is None else conflict(
-        ctx, change, step.action, _under(change.real_path, ctx.hiding), *real)
+    if ctx.force:
+        reason = None
+    elif real is None:   # its real directory is gone: deleted outside with it?
+        reason = _deleted_since_replaced(ctx, change, step.action)
+    else:
+        reason = conflict(ctx, change, step.action, _under(change.real_path, ctx.hiding), *real)
     if reason is not None:
         plan.conflicts.append(PathIssue(change.path, reason))
         ctx.blocked.add(str(change.path))
@@ -225,7 +235,8 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
     """
     rst = lstat_at(dir_fd, name)
     if rst is None:
-        return _deleted_since_copy_up(change, action, dir_fd)
+        return _deleted_since_replaced(ctx, change, action) or \
+            _deleted_since_copy_up(change, action, dir_fd)
     if action == "dir" and stat.S_ISDIR(rst.st_mode):
         return None
     if action != "remove" and _already_applied(change, rst, dir_fd, name):
@@ -235,6 +246,14 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
     if changed_since(dir_fd, name, ctx.view_taken(change)):
         return "changed outside the sandbox after the sandbox " + (
             "deleted it" if action == "remove" else "copied it")
+    return None
+
+
+def _deleted_since_replaced(ctx: _Context, change: Change, action: str) -> str | None:
+    """A real entry gone that a walk saw under the sandbox's own entry: deleted outside
+    (:mod:`manager.changes.seen`), not a file the sandbox created."""
+    if action != "remove" and ctx.seen.holds(change.real_path):
+        return "deleted outside the sandbox after the sandbox replaced it"
     return None
 
 

@@ -18,6 +18,7 @@ from manager.changes.model import Layer
 from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
+from manager.changes.seen import Seen
 from manager.commit import apply
 from manager.commit import history as history_mod
 from manager.commit.exclude import compile_patterns
@@ -64,7 +65,7 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
         exclude = [*exclude, *map(str, dropped), *map(str, held)]
     plan = make_plan(layers, changes, select(changes, list(paths)),
                      excluded=compile_patterns(exclude, project), force=force,
-                     allow_special=allow_special)
+                     allow_special=allow_special, seen=Seen(target.session_dir))
     if history is not None:
         history_mod.divert_head_on_conflict(history, [i.path for i in plan.conflicts])
         history.kept = history_mod.committed_paths(history, _worktree(changes, paths, project))

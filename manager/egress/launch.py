@@ -80,15 +80,9 @@ def write_policy(sandbox: Path, config: Config, project: str) -> dict[str, objec
 def container_network(config: Config, project: str | None = None) -> bool:
     """Whether a container session gets the engine's network: ``container.network`` and
     ``network: open`` both (with ``project``: Claude's allowedDomains count, as for the other
-    engines). A list needs the overlay engine's proxy: refused rather than opened."""
-    from manager.errors import EngineUnavailable
-
+    engines). A list has none either: it goes through the session's proxy
+    (engines/container/egress.py)."""
     value = effective(config, project) if project is not None else config["network"]
-    if isinstance(value, list) and config["container.network"]:
-        raise EngineUnavailable(
-            "network is a list of hosts, which only the overlay engine enforces (its proxy); "
-            "container.network would open the network to every host",
-            hint="set container.network: false (no network), network: off, or use engine overlay")
     return bool(config["container.network"]) and value == setting.OPEN
 
 

@@ -137,7 +137,8 @@ if TYPE_CHECKING:
 # doctor's line on setting ``network``, the same name on every engine (overlay/netprobe.py
 # probes its proxy; try and the containers say what they cut and refuse).
 NETWORK_CHECK = "network confinement"
-NETWORK_LIST_FIX = "use engine overlay for a list of hosts (its proxy), or network: off"
+NETWORK_LIST_FIX = ("use engine overlay, or a local podman or docker, for a list of hosts (their "
+                    "proxy), or network: off")
 
 
 def first_failure(checks: list[Check]) -> str | None:

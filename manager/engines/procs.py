@@ -37,6 +37,12 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+def state(pid: int) -> str | None:
+    """Field 3 of /proc/PID/stat (R, S, Z ...); None when the process is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def parent_of(pid: int) -> int | None:
     """Field 4 of /proc/PID/stat; None when the process is gone."""
     fields = _stat_fields(pid)

@@ -17,6 +17,7 @@ import os
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
     from typing import TypeGuard
@@ -166,3 +167,12 @@ def is_within(path: str | Path, root: str | Path) -> bool:
     it over every change, and the hook path has no pathlib."""
     text, top = str(path), str(root).rstrip("/") or "/"
     return text == top or text.startswith(top if top == "/" else top + "/")
+
+
+def within_any(roots: list[str]) -> Callable[[str], bool]:
+    """:func:`is_within` any of ``roots``, as one set lookup and one C-level prefix test per
+    path: review asks it of every change, against every hidden path (a loop of is_within
+    calls was a third of a status at 100,000 files)."""
+    tops = {str(r).rstrip("/") or "/" for r in roots}
+    prefixes = tuple(t if t == "/" else t + "/" for t in tops)
+    return lambda path: path in tops or path.startswith(prefixes)

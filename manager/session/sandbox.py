@@ -9,6 +9,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 
 from manager.changes import model
+from manager.changes import seen
 from manager.changes.model import Change
 from manager.changes.model import is_within
 from manager.changes.walkcache import WalkCache
@@ -35,13 +36,16 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     layers = engine.layers(session)
     header = (os.geteuid(), [(str(x.upper), str(x.target), repr(x.ids)) for x in layers])
     cache = WalkCache(str(session.dir / REVIEW_CACHE), header)
-    found = model.read_changes(layers, session.project_path, summarize, cache, on_found)
+    over_real: dict[str, str] = {}
+    found = model.read_changes(layers, session.project_path, summarize, cache, on_found,
+                               over_real)
     cache.save()
     # Writes a sandboxed command made into workspace's own state, or where the sandbox
     # hides the host's files (manager.hide), are never real changes.
     kept = [str(paths.state_home()), *_hidden(ctx)]
-    return [c for c in found if not any(is_within(c.real_path, k) for k in kept)
-            and not _holds_a_mask(c, kept)]
+    inside = paths.within_any(kept)
+    seen.update(session.dir, {r: u for r, u in over_real.items() if not inside(r)})
+    return [c for c in found if not inside(c.real_path) and not _holds_a_mask(c, kept)]
 
 
 def _holds_a_mask(change: Change, kept: list[str]) -> bool:

@@ -118,10 +118,29 @@ FAILURES = {"killed": _kill_it, "stopped": _hang_it, "replaced": _replace_it,
             "hung": lambda service_dir: _replace_it(service_dir, silent=True)}
 
 
-@pytest.mark.parametrize("failure", sorted(FAILURES))
+def _hooks(claude_env: ClaudeEnv, via: str) -> Path | None:
+    """The plugin directory to run with, or None after `workspace hooks install --global`
+    wrote the same hooks into the user's settings (for people without the plugin system)."""
+    if via == "plugin":
+        return REPO
+    from manager.claude import install
+
+    install.install(claude_env.config_dir / "settings.json")
+    return None
+
+
+# Every failure through the plugin; through the installed hooks, the one that leaves the
+# service's port free (killed) and the one that answers as the service would (replaced).
+CASES = [*((f, "plugin") for f in sorted(FAILURES)), ("killed", "installed"),
+         ("replaced", "installed")]
+
+
+@pytest.mark.parametrize(("failure", "via"), CASES)
 def test_a_failed_service_mid_session_never_lets_a_call_out(claude_env: ClaudeEnv,
-                                                            project_dir: Path, failure: str) -> None:
+                                                            project_dir: Path, failure: str,
+                                                            via: str) -> None:
     service_dir = claude_env.xdg_state / "workspace" / "service"
+    plugin = _hooks(claude_env, via)
     canary = project_dir / "canary"
     act: list[object] = [failure]
     watcher = _when_second_call_answered(claude_env.xdg_state, act)
@@ -129,7 +148,7 @@ def test_a_failed_service_mid_session_never_lets_a_call_out(claude_env: ClaudeEn
         run = claude_env.run(project_dir, [
             Bash("echo first"),
             Bash("python3 -c 'import time; time.sleep(2)'; echo second"),
-            Bash(f"touch {canary} && echo touched"), "ok"], plugin_dir=REPO, env=ENV, timeout=120)
+            Bash(f"touch {canary} && echo touched"), "ok"], plugin_dir=plugin, env=ENV, timeout=120)
         watcher.join(timeout=5)
         assert len(act) == 2, f"the service was not {failure} during the session:\n{run.describe()}"
         assert run.outputs() == ["first", "second", "touched"], run.describe()   # all sandboxed:
@@ -213,3 +232,19 @@ def test_which_hook_transport_fails_closed(claude_env: ClaudeEnv, project_dir: P
     else:
         assert not canary.exists(), run.describe()
         assert 'blocking because onFailure is "block"' in run.outputs()[0], run.describe()
+
+
+def test_installed_hooks_block_when_workspace_is_gone(claude_env: ClaudeEnv, project_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """`workspace hooks install`, then the installation removed (the settings stay): the
+    launcher cannot even start, and its onFailure: block keeps the call from running."""
+    from manager.claude import install
+
+    path = claude_env.config_dir / "settings.json"
+    install.install(path)
+    gone = str(tmp_path / "removed")
+    path.write_text(path.read_text().replace(str(install.root()), gone))
+    canary = project_dir / "canary"
+    run = claude_env.run(project_dir, [Bash(f"touch {canary} && echo ran"), "ok"], env=ENV)
+    assert not canary.exists(), run.describe()
+    assert 'blocking because onFailure is "block"' in run.outputs()[0], run.describe()

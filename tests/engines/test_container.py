@@ -349,6 +349,11 @@ def test_doctor_names_an_image_that_cannot_serve_calls(project: Path, tmp_path: 
     assert _failed(checks) == ["a sandboxed call works"]
     assert "FROM workspace-sandbox" in str(checks["a sandboxed call works"]["fix"])
     assert list(tmp_path.glob("workspace-probe-*")) == []
+    # The hide probe's session (in this state dir) failed its call too: its container went.
+    leftovers = subprocess.run([engine_name, "ps", "-aq", "--filter",
+                                f"label=org.workspace.state={paths.state_home()}"],
+                               capture_output=True, text=True, check=True).stdout
+    assert leftovers == ""
 
 
 def _python_without_whales(tmp_path: Path) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from manager.engines.container.base import lower_volume_name
 from manager.engines.container.base import resource_name
 from manager.engines.container.base import session_of
 from tests.claude.conftest import Claude
@@ -60,8 +61,9 @@ def test_the_same_session_id_in_another_state_dir_leaves_this_ones_alone(
         seen = mine.bash("cat kept.txt; ls theirs.txt")
         assert seen.stdout == "mine\n" and seen.returncode != 0, seen
     finally:
-        monkeypatch.setenv("XDG_STATE_HOME", str(other_state))
-        engines._remove_containers(cli)
+        with monkeypatch.context() as other:
+            other.setenv("XDG_STATE_HOME", str(other_state))
+            engines._remove_containers(cli)
 
 
 def test_names_carry_the_state_dir_and_read_back():
@@ -69,6 +71,8 @@ def test_names_carry_the_state_dir_and_read_back():
     name = resource_name("sess-1", state)
     assert name.startswith("workspace-sess-1-") and name != resource_name("sess-1", state + "x")
     assert session_of(name, state) == "sess-1"
-    assert session_of(f"workspace-lower-{name.removeprefix('workspace-')}", state) == "sess-1"
+    assert session_of(lower_volume_name("sess-1", state), state) == "sess-1"
+    # A label naming "lower-<id>" never spells another session's project volume (gc).
+    assert resource_name("lower-sess-1", state) != lower_volume_name("sess-1", state)
     assert session_of(name, state + "x") is None
     assert session_of("workspace-sess-1", state) is None   # an older version's: not this dir's

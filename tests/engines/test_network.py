@@ -173,13 +173,14 @@ def test_doctor_probes_the_confinement(ws):
 
 
 @pytest.mark.parametrize(("engine_name", "setting", "ok", "said"), [
-    ("docker", "network: [pypi]\ncontainer:\n  network: true\n", False, "every call is refused"),
+    ("docker", "network: [pypi]\ncontainer:\n  network: true\n", True, "the session's proxy"),
     ("try-main", "network: off\n", True, "network off: try -x"),
     ("try-0.2.0", "network: off\n", False, "this try has no -x"),
 ], indirect=["engine_name"], ids=["docker-list", "try-main-off", "try-0.2.0-off"])
 def test_doctor_says_what_the_other_engines_confine(ws, tmp_path: Path, engine_name: str,
                                                    setting: str, ok: bool, said: str):
-    """No proxy there: doctor says what they cut and refuse, and fails for a setting they refuse."""
+    """Doctor says what they cut and refuse (try: a list; no proxy reaches its calls), and
+    fails for a setting they refuse; a local container engine takes a list (its proxy)."""
     path = tmp_path / "config/workspace/config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(setting)

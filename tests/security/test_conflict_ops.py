@@ -71,8 +71,9 @@ def _trials() -> list[tuple[str, str | None, str, str]]:
         edit = rng.choice(["content", "mode", "delete", "replace"])
         when = rng.choice(["between", "after"])
         ops = {first} if second is None or when == "between" else {first, second}
-        # Known gap (see the report of issue 20): a real file deleted after the sandbox
-        # replaced its copy leaves no trace to tell it from a file the sandbox created.
+        # No review here, and a real file deleted after the sandbox replaced its copy leaves
+        # no trace of its own: the evidence is a walk's record, tried (with reviews) by
+        # test_deleted_after_replace.py; without any walk, docs/security.md's known gap.
         if edit == "delete" and (ops | {second}) & REPLACING:
             continue
         found.append((first, second, edit, when))

@@ -8,7 +8,10 @@ of plain characters, quotes of every kind, `$VAR`, `${V:+ #}`, `$IFS`, `${U:--v}
 substitutions, with a passthrough program or the plugin's launcher first), plus a fixed
 corpus: every line of tests/security/test_passthrough_escapes.py (the git/gh/container/
 sudo escapes, the exact forms that still pass, the lines bash read differently: MISREAD)
-and the attack pass's findings spelled with `docker` and `podman`.
+and the attack passes' findings spelled with `docker` and `podman` (pass 5's: selectors
+that pick targets without naming them, a host secret copied into a container; what each
+option means per subcommand and engine is held to the engines' own help by
+test_ctr_option_tables.py).
 
 For each line the judge lets through (the hook's own functions: ``own_script``,
 ``passes``), real bash runs both the line as the agent wrote it and the line the hook
@@ -46,15 +49,22 @@ FINDINGS = [                    # the attack pass's lines, as it wrote them
     "docker run --rm $IFS-v$IFS/victim:/h IMG sh -c 'touch /h/x'",
     "podman run --rm ${U:--v} /victim:/h IMG sh -c 'touch /h/x'",
     "docker run --rm [-]v /victim:/h IMG",
+    # attack pass 5: targets picked by a selector, not named; a host secret copied in
+    "docker stop -f name=workspace-x; touch {m}", "docker rm -f --filter label=org.workspace.x",
+    "docker pause --filter=label=org.workspace.session", "docker rmi -a -f",
+    "docker run --rm --replace --name workspace-x IMG true", "docker image rm --all --force",
+    "docker run --rm -e GH_TOKEN IMG sh -c 'touch {m}'", "docker volume prune -f",
 ]
 
 # -- the grammar -------------------------------------------------------------------
 
 HEADS = ["docker run --rm img", "podman run -it img", "docker exec c", "gh api",
          "sudo docker exec c", "docker ps", "podman images -q", "gh pr view 1",
-         "sudo -n podman run img", "{own} status", "{own} diff", "docker"]
+         "sudo -n podman run img", "{own} status", "{own} diff", "docker", "podman stop",
+         "docker rm -f"]
 PLAIN = ["a", "-v", "/victim:/h", "IMG", "x1", "sh", "-c", "--rm", "ps", "A=1", "%", "@x",
-         ",", ".", "+", "-", "--", "a=b", "docker", "gh", "x:y", "1", "2"]
+         ",", ".", "+", "-", "--", "a=b", "docker", "gh", "x:y", "1", "2", "-f", "--filter",
+         "name=x", "-e", "GH_TOKEN"]
 QUOTED = ["'a b'", "'#'", "' #; docker ps'", "'$IFS'", "'{-v,x}'", "'*'", "'a\nb'", "''",
           '"a b"', '"#"', '" ; x"', '"\\""', '"\\\\"', '"\\$x"', '"a\\\nb"', '"\'"', '""',
           "\\ ", "\\#", "\\$", "\\;", "\\\\", "\\'", '\\"', "\\*", "\\{", "'-v'", '"-v"',
@@ -276,14 +286,20 @@ def test_corpus_runs_as_judged(bench: Bench) -> None:
 
 def test_the_hook_hands_over_the_requoted_line(claude: Claude, bench: Bench) -> None:
     """The real hook: a passing line that requote changes comes back as that line, with
-    no decision of the hook's own (the client's permission flow applies to it)."""
+    no decision of the hook's own (the client's permission flow applies to it). Lines that
+    name a container the engine cannot tell apart from workspace's (ownctr: `docker rm ''`)
+    are sandboxed by the hook, as the hook itself asks the engine."""
+    import itertools
+
     claude.start()
     own = str(REPO / passthrough.OWN)
+    image = config.SCHEMA["container.image"].default
     lines = [line.replace(str(bench.plugin / passthrough.OWN), own)
              for line in map(bench.line, generate(SEED, 400))]
-    changed = [(line, script) for line in lines
-               if (script := judged(line, str(REPO))) is not None
-               and shell.requote(script) != line][:25]
+    changed = list(itertools.islice(
+        ((line, script) for line in lines
+         if (script := judged(line, str(REPO))) is not None and shell.requote(script) != line
+         and not passthrough.touches_workspace(script, image)), 25))
     assert len(changed) == 25
     for line, script in changed:
         answer = claude.pre_bash(line)

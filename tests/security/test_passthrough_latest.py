@@ -57,6 +57,7 @@ def test_forms_acting_on_the_latest_or_all_containers_are_sandboxed(project: Pat
     for command in UNNAMED:
         answer = claude.pre_bash(command)
         assert _sandboxed(answer), f"passed through to the host: {command}: {answer.stdout}"
-    for command in ("podman ps -a", "podman logs c", "docker exec c ls -a"):
+    # (operands with a non-hex letter: "c" alone is an id prefix, maybe of a workspace container)
+    for command in ("podman ps -a", "podman logs other-ctr", "docker exec other-ctr ls -a"):
         answer = claude.pre_bash(command)    # still passes: a listing; a command's own -a
         assert not _sandboxed(answer), command

@@ -83,3 +83,16 @@ def test_the_test_guard_holds_for_the_hook_side_too(monkeypatch):
 def test_is_within_is_one_rule_for_every_root(path: str, root: str, inside: bool):
     assert paths.is_within(path, root) is inside
     assert paths.is_within(Path(path), Path(root)) is inside
+
+
+
+def test_within_any_is_is_within_of_any_root():
+    """within_any (review's filter of every change) is the same rule as is_within, for every
+    path and set of roots drawn from the table's cases and their neighbours."""
+    names = ["/", "//", "/a", "/a/", "/ab", "/a/b", "/a/b/c", "/a/bc", "/b", "relative", ""]
+    for size in range(4):
+        for start in range(len(names)):
+            roots = [names[(start + i * 3) % len(names)] for i in range(size)]
+            inside = paths.within_any(roots)
+            for path in names:
+                assert inside(path) is any(paths.is_within(path, r) for r in roots), (path, roots)

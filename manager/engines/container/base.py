@@ -41,15 +41,21 @@ def resource_name(session_id: str, state: str | None = None) -> str:
 
 def lower_volume_name(session_id: str, state: str | None = None) -> str:
     """A remote session's project volume. Not the upper volume's name plus a suffix: podman
-    finds a volume by a prefix of its name, so removing the one would remove the other."""
-    return f"workspace-lower-{session_id}-{state_tag(state)}"
+    finds a volume by a prefix of its name, so removing the one would remove the other. Nor
+    a name :func:`resource_name` can spell: a session id starts with a letter or digit, so a
+    container labelled with the id ``lower-X`` (anyone on the daemon can label one) never
+    names session X's project volume to gc."""
+    return f"workspace-{LOWER_MARK}{session_id}-{state_tag(state)}"
+
+
+LOWER_MARK = "_lower-"
 
 
 def session_of(name: str, state: str | None = None) -> str | None:
     """The session id that :func:`resource_name` or :func:`lower_volume_name` spelled
     ``name`` from, for this state directory; None for any other name."""
     suffix = "-" + state_tag(state)
-    for prefix in ("workspace-lower-", "workspace-"):
+    for prefix in (f"workspace-{LOWER_MARK}", "workspace-"):
         if name.startswith(prefix) and name.endswith(suffix) and \
                 len(name) > len(prefix) + len(suffix):
             return name[len(prefix):-len(suffix)]

@@ -30,6 +30,9 @@ Sandbox layout::
     container.pid       "PID START NAME" of the container's init on the host (the lean path's check)
     container.ids       its user namespace's maps, read from the host as it starts (container_ids)
     container.lock      flock held while a container is created or removed
+    network.json        the ``network`` policy the container was made with (egress/launch.py)
+    egress/ egress.pid  a list of hosts: the proxy's socket (mounted at /run/ws-egress), its
+    egress.log egress.jsonl  "PID START", its stderr, its record (container/egress.py)
     remote engine.env   a remote engine (container_remote): where it is, for sessions and the
     lower.manifest      entry script; what the project's volume holds; the last sync's cost
     lower.sync.json
@@ -86,6 +89,7 @@ class ContainerEngine:
         self.config = config
         self.client = ContainerClient(self.cli)
         self.where = container_remote.connect(self.cli, config) if self.cli else None
+        self._replacing = False
 
     # -- availability -------------------------------------------------------
 
@@ -95,7 +99,8 @@ class ContainerEngine:
 
     def checks(self) -> list[Check]:
         from manager.engines.container import probe as container_probe
-        return [*container_probe.checks(self), container_probe.network_check(self.config)]
+        remote = self.where is not None and self.where.remote
+        return [*container_probe.checks(self), container_probe.network_check(self.config, remote)]
 
     # -- sandbox ------------------------------------------------------------
 
@@ -111,11 +116,33 @@ class ContainerEngine:
         return container_of(session)
 
     def prepare(self, session: Session) -> None:
-        if container_pid(session.sandbox) is not None:
+        from manager.engines.container import egress as container_egress
+
+        self._network_changed(session)
+        if container_pid(session.sandbox) is not None and container_egress.alive(session):
             return
         with self._lock(session):
-            if container_pid(session.sandbox) is None:
+            pid = container_pid(session.sandbox)
+            if pid is None:
                 self._start(session)
+            elif not container_egress.alive(session):   # its proxy died: another
+                container_egress.restart(session, pid)
+
+    def _network_changed(self, session: Session) -> None:
+        """A container made for another ``network`` than the configuration's now is replaced
+        (release refuses while commands still run in it)."""
+        from manager.egress import launch
+
+        if self._replacing or container_pid(session.sandbox) is None or \
+                not launch.changed(session.sandbox, self.config, session.project):
+            (session.sandbox / launch.STALE).unlink(missing_ok=True)
+            return
+        self._replacing = True   # release's own prepare (volume mode's export) must not recurse
+        try:
+            self.release(session)
+        finally:
+            self._replacing = False
+        (session.sandbox / launch.STALE).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def _lock(self, session: Session) -> Iterator[None]:
@@ -149,9 +176,16 @@ class ContainerEngine:
                 options = container_remote.volume_options(session, container_upper.volume_name(session),
                                                     container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
-            started = self.client.start(image, name, labels,
-                                        {**options, **self.identity(), **self.limits(session.project)})
-            self._require_limits(started)
+            options, proxy = self._egress(session, options, remote)
+            try:
+                started = self.client.start(image, name, labels,
+                                            {**options, **self.identity(), **self.limits(session.project)})
+                self._require_limits(started)
+                if proxy is not None:
+                    self._proxy_ready(proxy, session, started)
+            finally:
+                if proxy is not None and proxy.poll() is None and proxy.stdin and not proxy.stdin.closed:
+                    proxy.kill()   # never told a container: it would wait for one
             if remote:
                 container_remote.sync_lower(self.client, session, self.config)
             if volume:
@@ -167,6 +201,31 @@ class ContainerEngine:
         container_ids.record(session.sandbox, started.pid if start and not volume else 0)
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
         (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0} {name}\n")
+
+    def _egress(self, session: Session, options: dict[str, Any],
+                remote: bool) -> tuple[dict[str, Any], subprocess.Popen[bytes] | None]:
+        """Setting ``network`` (the policy status and the hook read), and with a list the
+        session's proxy and its forwarder (container_egress)."""
+        from manager.egress import launch
+        from manager.engines.container import egress as container_egress
+
+        launch.write_policy(session.sandbox, self.config, session.project)
+        if not container_egress.listed(self.config, session):
+            return options, None
+        if remote:
+            raise EngineUnavailable(
+                "network is a list of hosts, whose proxy a remote engine cannot reach (its "
+                "socket is on this host)", hint="network: off, or a local engine")
+        return container_egress.options(session, options), container_egress.spawn(session)
+
+    def _proxy_ready(self, proxy: subprocess.Popen[bytes], session: Session, started: Started) -> None:
+        from manager.engines.container import egress as container_egress
+
+        try:
+            container_egress.ready(proxy, session, started.pid)
+        except EngineUnavailable:
+            self.client.remove(started.id)
+            raise
 
     def refresh(self, session: Session) -> None:
         """Bring the host's copy of the changes up to date (volume mode) before they are read."""
@@ -204,9 +263,11 @@ class ContainerEngine:
         except ContainerCommandError as exc:
             raise WorkspaceError(f"{self.cli} could not remove container {found.name}: "
                                  f"{exc.stderr.strip()}") from exc
-        # Volume mode's volumes: its session is gone, so nothing can read them any more.
-        self.client.remove_volume_quietly(resource_name(found.session))
-        self.client.remove_volume_quietly(lower_volume_name(found.session))
+        # Volume mode's volumes: its session is gone, so nothing can read them any more. (A
+        # label is anyone's to write: an id no session could have names no volume of ours.)
+        if paths.valid_id(found.session):
+            self.client.remove_volume_quietly(resource_name(found.session))
+            self.client.remove_volume_quietly(lower_volume_name(found.session))
 
     def _image(self, session: Session) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
@@ -373,6 +434,9 @@ class ContainerEngine:
             if (session.sandbox / "calls").exists():   # a container was made at some point
                 self._remove(session)
                 self.clear_work(session)
+            from manager.engines.container import egress as container_egress
+
+            container_egress.stop(session)
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
 
     def _remove(self, session: Session) -> None:

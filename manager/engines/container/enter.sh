@@ -52,6 +52,19 @@ if [[ $pid != 0 ]]; then
     read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
     [[ ${st[21]} == "$start" ]] || fallback
 fi
+# Setting `network` changed since the container started: `workspace run` replaces it
+# (egress/launch.py). A list of hosts: the session's proxy runs on the host (container/egress.py),
+# checked as the container is (a dead one is restarted there); calls reach it through the
+# forwarder on 127.0.0.1:3128 inside (the same port takes SOCKS5).
+[[ -e $S/network.stale ]] && fallback
+if [[ -e $S/egress.pid ]]; then
+    read -r epid estart _ 2>/dev/null <"$S/egress.pid" || fallback
+    read -r -a st 2>/dev/null <"/proc/$epid/stat" || fallback
+    [[ ${st[21]} == "$estart" && ${st[2]} != Z ]] || fallback   # a zombie: pid 1 may reap nothing
+    hp=http://127.0.0.1:3128 sp=socks5h://127.0.0.1:3128
+    export HTTP_PROXY=$hp HTTPS_PROXY=$hp ALL_PROXY=$sp http_proxy=$hp https_proxy=$hp \
+        all_proxy=$sp NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
+fi
 
 # Environment: the caller's, minus what describes the host (paths that do not
 # exist in the container, agent sockets, engine control) and credentials. `-e
@@ -71,6 +84,21 @@ shown() {
         return 1
     done
 }
+# Volume mode: the container holds CAP_SYS_ADMIN for its own overlay mount, and every exec
+# starts with it. A call running as root drops it first (then it can neither unmount the
+# overlay nor remount the read-only project), and through nothing the call before it could
+# have replaced: setpriv, its libraries and loader from the read-only copy made as the
+# container started (container/upper.py, PROLOGUE_DIR), in the C locale (no locale file of
+# the container's is read); the container's own programs run only after the drop, and `env`
+# there gives the call its LC_ALL back.
+drop=() drop_env=()
+if [[ ${U%%:*} == 0 && -e $S/volume ]]; then
+    t=/.ws-prologue restore=(-u LC_ALL)
+    case ${LC_ALL-unset} in C|C.*|POSIX|"") restore=("LC_ALL=$LC_ALL") ;; esac   # as below
+    drop=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv" --bounding-set -sys_admin --
+          env "${restore[@]}")
+    drop_env=(-e LC_ALL=C)
+fi
 envs=()
 for name in $(compgen -e); do
     case $name in
@@ -80,7 +108,8 @@ for name in $(compgen -e); do
         *TOKEN*|*SECRET*|*PASSWORD*|*PASSWD*|*API_KEY*|*APIKEY*|*CREDENTIAL*) continue ;;
         ANTHROPIC_*|AWS_*|AZURE_*) continue ;;
         # Only locales every image has: others make bash warn on every call.
-        LANG|LANGUAGE|LC_*) case ${!name} in C|C.*|POSIX|"") ;; *) continue ;; esac ;;
+        LANG|LANGUAGE|LC_*) case ${!name} in C|C.*|POSIX|"") ;; *) continue ;; esac
+                            [[ $name == LC_ALL && -n ${drop[*]} ]] && continue ;;   # restored
     esac
     # HOME always: made inside where it is not overlaid.
     [[ $name != HOME && ${!name} == /* ]] && ! shown "${!name}" && continue
@@ -101,7 +130,8 @@ read -r -a me </proc/$$/stat
 # As the call's own uid: root in the container (no CAP_SYS_PTRACE) cannot read the environ of
 # another uid's processes, so it would miss the call's setsid escapees.
 kill_call() {
-    "$CLI" exec -u "$U" "$CTR" ws-exec --kill "$id" "$1" "$GRACE" >/dev/null 2>&1 8>&- 3<&-
+    "$CLI" exec -u "$U" "${drop_env[@]}" "$CTR" "${drop[@]}" ws-exec --kill "$id" "$1" "$GRACE" \
+        >/dev/null 2>&1 8>&- 3<&-
 }
 
 # The watcher: detached (reparented at once, so tree and group kills miss it),
@@ -130,14 +160,10 @@ __ws_cmd=$2
 set --
 unset m
 eval "unset __ws_cmd; $__ws_cmd"'
-# Volume mode: the container holds CAP_SYS_ADMIN for its own overlay mount; a call running as
-# root drops it, so it can neither unmount the overlay nor remount the read-only project.
-drop=()
-[[ ${U%%:*} == 0 && -e $S/volume ]] && drop=(setpriv --bounding-set -sys_admin --)
 exec 3<&0
 (trap '' INT TERM HUP QUIT
- exec "$CLI" exec -i -u "$U" "${envs[@]}" "$CTR" ws-exec --id "$id" --host-pid $$ -- \
-     "${drop[@]}" /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT" "$__WS_CWD_ELSE") <&3 3<&- 8>&- &
+ exec "$CLI" exec -i -u "$U" "${envs[@]}" "${drop_env[@]}" "$CTR" "${drop[@]}" \
+     ws-exec --id "$id" --host-pid $$ -- /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT" "$__WS_CWD_ELSE") <&3 3<&- 8>&- &
 client=$!
 exec 3<&-
 sleeper=

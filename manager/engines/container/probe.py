@@ -316,14 +316,15 @@ def _remote(cli: str) -> bool:
     return rc == 0 and ("Docker Desktop" in text or text == "true")
 
 
-def network_check(config: Config) -> Check:
-    """doctor's line on setting ``network`` (issue 24): no proxy here, so what is cut and refused."""
-    value = config["network"]
-    listed = isinstance(value, list)
-    if listed and config["container.network"]:
-        return Check(NETWORK_CHECK, False, "network is a list of hosts, which only the overlay engine's "
-                                  "proxy enforces: every call is refused while container.network "
-                                  "is true", NETWORK_LIST_FIX)
-    return Check(NETWORK_CHECK, True, "network off: --network none (only lo inside); a list of hosts: no "
-                             "network at all with container.network false, refused with it true; "
-                             "no egress record (no proxy)", NETWORK_LIST_FIX, warn=True)
+def network_check(config: Config, remote: bool = False) -> Check:
+    """doctor's line on setting ``network`` (issue 24): what is cut, and how a list goes
+    through the session's proxy (container/egress.py), which a remote engine cannot reach."""
+    listed = isinstance(config["network"], list)
+    detail = ("network off: --network none (only lo inside); a list of hosts: --network none too, "
+              "and a forwarder on 127.0.0.1:3128 inside relays to the session's proxy on this host "
+              "through a unix socket (the egress record, as the overlay engine's; the image needs "
+              "python3); direct attempts fail but are not recorded")
+    if listed and remote:
+        return Check(NETWORK_CHECK, False, "network is a list of hosts, whose proxy a remote engine "
+                     "cannot reach (its socket is on this host): every call is refused", NETWORK_LIST_FIX)
+    return Check(NETWORK_CHECK, True, detail, NETWORK_LIST_FIX, warn=True)

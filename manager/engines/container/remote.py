@@ -139,10 +139,11 @@ def where_runs(sandbox: Path) -> str:
 
 def volume_options(session: Session, upper_volume: str, upper_mount: str) -> dict[str, object]:
     """``run`` options: the upper's and the project's volumes, the call registry in memory."""
+    from manager.engines.container.upper import PROLOGUE_TMPFS
     from manager.engines.container.upper import VOLUME_SECURITY
 
     return {"volumes": [(upper_volume, upper_mount), (lower_volume(session), LOWER_MOUNT)],
-            "tmpfs": [f"{CALLS_MOUNT}:mode=1777"], **VOLUME_SECURITY}
+            "tmpfs": [f"{CALLS_MOUNT}:mode=1777", *PROLOGUE_TMPFS], **VOLUME_SECURITY}
 
 
 def ensure_lower(client: ContainerClient, session: Session, labels: dict[str, str]) -> None:

@@ -48,6 +48,22 @@ TAR_FLAGS = ["--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*"
 # (AppArmor's docker-default profile denies mount; SELinux labels the volume away).
 VOLUME_SECURITY = {"cap_add": ["SYS_ADMIN"],
                    "security_options": ["apparmor=unconfined", "label=disable"]}
+# So a root call's next call (every `exec` starts with the container's capabilities, the one
+# above included) runs nothing the call could have replaced before it drops CAP_SYS_ADMIN:
+# setpriv, its libraries and the loader, copied here as the container starts (before any
+# call) and bound read-only over themselves (a bind the container made: rootless podman
+# mounts the tmpfs from outside), which only CAP_SYS_ADMIN could undo; an empty directory over
+# /etc/ld.so.preload, which the loader then cannot read (a root call could write that file).
+# A top-level mount point: its parent cannot be renamed away. enter.sh names both paths.
+PROLOGUE_DIR = "/.ws-prologue"
+PROLOGUE_TMPFS = [f"{PROLOGUE_DIR}:exec,mode=0755,size=16m", "/etc/ld.so.preload:mode=0555,size=4k"]
+INSTALL_PROLOGUE = (
+    f'T={PROLOGUE_DIR}; cp -L /usr/bin/setpriv "$T/setpriv" && '
+    'ldd /usr/bin/setpriv | { while read -r a b c _; do '
+    '  if [ "$b" = "=>" ]; then [ -z "$c" ] || cp -L "$c" "$T/" || exit 1; '
+    '  else case $a in /*) cp -L "$a" "$T/ld.so" || exit 1;; esac; fi; done; } && '
+    'mount --bind "$T" "$T" && mount -o remount,bind,ro,nosuid,nodev "$T" && '
+    'LC_ALL=C "$T/ld.so" --inhibit-cache --library-path "$T" "$T/setpriv" --bounding-set -sys_admin -- true')
 # Characters the mount option syntaxes (CSV, `-v a:b:opts`, overlay's `o=`) cannot carry.
 UNSAFE_PATH_CHARS = frozenset(',:"\\\n')
 
@@ -111,7 +127,7 @@ def volume_options(session: Session) -> dict[str, Any]:
     project, _, _, calls = mount_paths(session)
     return {"volumes": [(volume_name(session), VOLUME_MOUNT),
                         (project, LOWER_MOUNT, "ro"), (calls, CALLS_MOUNT)],
-            **VOLUME_SECURITY}
+            "tmpfs": PROLOGUE_TMPFS, **VOLUME_SECURITY}
 
 
 def fill_volume(client: ContainerClient, session: Session, fresh: bool,
@@ -123,7 +139,8 @@ def fill_volume(client: ContainerClient, session: Session, fresh: bool,
     # The overlay's root is the upper dir's root: it takes the project's owner and mode,
     # or a caller who is not root could not write in the project's top directory.
     upper = f"{VOLUME_MOUNT}/upper"
-    mount = ((f"mount -o remount,bind,ro {LOWER_MOUNT} && " if remote else "") +   # its copy
+    mount = (f"({INSTALL_PROLOGUE}) && " +
+             (f"mount -o remount,bind,ro {LOWER_MOUNT} && " if remote else "") +   # its copy
              f'chown --reference={LOWER_MOUNT} {upper} && '
              f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
              f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'

@@ -236,7 +236,31 @@ class OverlayEngine:
 
 
 def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: str) -> None:
-    """Start the holder and prove that a call can enter it; EngineUnavailable otherwise."""
+    """Start the holder and prove that a call can enter it; EngineUnavailable otherwise.
+
+    A holder that retires at its first call (what changed outside while it built, e.g.
+    /tmp's churn on a busy machine, could not be shown) is followed by a fresh one, as a
+    call's own entry does (``ENTRY_RETRIES``)."""
+    for attempt in range(ENTRY_RETRIES):
+        retired = _start_holder_once(sandbox, project, idle_seconds, session_id,
+                                     last=attempt == ENTRY_RETRIES - 1)
+        if not retired:
+            return
+
+
+def _retirements(sandbox: Path) -> list[str]:
+    """The reasons of the "retired: WHY" lines in the holders' log (appended to by each)."""
+    try:
+        lines = (sandbox / HOLDER_LOG).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line.removeprefix("retired: ") for line in lines if line.startswith("retired: ")]
+
+
+def _start_holder_once(sandbox: Path, project: str, idle_seconds: float, session_id: str,
+                       last: bool) -> bool:
+    """One holder started and entered; True when it retired at once (try another)."""
+    retired_before = len(_retirements(sandbox))
     maps = overlay_ids.plan()
     (sandbox / HANDED_BACK).unlink(missing_ok=True)
     _remove_cgroups(sandbox)   # a holder that died by itself left them
@@ -262,10 +286,16 @@ def start_holder(sandbox: Path, project: str, idle_seconds: float, session_id: s
     write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]}\n".encode())
     write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}{as_uid}\n".encode())
     why = _entry_fails(sandbox, session_id)
-    if why is not None:
-        _kill(proc.pid)
-        (sandbox / HOLDER_PID).unlink(missing_ok=True)
-        raise EngineUnavailable(f"the overlay sandbox cannot be entered: {why}", hint=entry_fix(why))
+    if why is None:
+        return False
+    _kill(proc.pid)
+    (sandbox / HOLDER_PID).unlink(missing_ok=True)
+    retired = _retirements(sandbox)[retired_before:]
+    if retired:
+        if not last:
+            return True
+        why = f"{why} (it retired: {retired[-1]})"
+    raise EngineUnavailable(f"the overlay sandbox cannot be entered: {why}", hint=entry_fix(why))
 
 
 def hand_back(sandbox: Path, *, skeleton: bool = False) -> None:

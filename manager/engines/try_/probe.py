@@ -281,7 +281,11 @@ def network_check(config: Config) -> Check:
     runs = value == "open" or (value == "off" and has_x)
     cut = ("network off: try -x (a network namespace with only lo)" if has_x else
            "this try has no -x: network off is refused")
-    detail = f"{cut}; a list of hosts: refused (no proxy); no egress record"
+    # A list is not built for try: -x gives each call a fresh network namespace with only lo
+    # (down), so a forwarder would have to start inside every call, and no process of the
+    # session outlives its calls to hold the proxy (the overlay and container engines have one).
+    detail = (f"{cut}; a list of hosts: refused (each try -x call gets an empty network namespace "
+              "of its own: no proxy reaches it); no egress record")
     if not runs:
         fix = NETWORK_LIST_FIX if has_x else "install binpash/try main (it has -x), or use engine overlay"
         return Check(NETWORK_CHECK, False,

@@ -286,8 +286,11 @@ class Proxy:
 
         threading.Thread(target=run, daemon=True).start()
 
-    def handle(self, conn: socket.socket, holder: int) -> None:
-        entry: dict[str, object] = {"time": round(time.time(), 3), "call": caller(conn, holder)}
+    def handle(self, conn: socket.socket, holder: int, call: str | None = None) -> None:
+        """One connection; ``call`` when the caller found it already (the container
+        engines' proxy, :mod:`.unix_proxy`)."""
+        entry: dict[str, object] = {"time": round(time.time(), 3),
+                                    "call": caller(conn, holder) if call is None else call}
         started = time.monotonic()
         with conn:
             try:
