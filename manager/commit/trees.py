@@ -42,6 +42,7 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import Layer
 from manager.changes.model import is_within
+from manager.commit.exclude import Excluder
 from manager.commit.journal import Step
 from manager.commit.safefs import DIR_FLAGS
 from manager.commit.safefs import lstat_at
@@ -198,6 +199,8 @@ def _goes_whole(real: str, census: Census, named: list[str],
         return False
     if excluded(real):
         return True             # skipped as one
+    if isinstance(excluded, Excluder) and not excluded.reaches(real):
+        return True             # no pattern can name anything below it
     return not any(excluded(f"{real}/{rel}") for rel, _ in census.entries)
 
 
