@@ -12,11 +12,12 @@ runs (:func:`manager.commit.session.commit_session`: the history check too).
 try's figures, when it is installed: ``try-commit``, its C helper, run on the same
 sandbox directory (what ``try commit`` does after its summary), and ``try commit``
 itself. ``try-commit`` is honest (every file arrives: ``_check`` counts them), but it
-renames each new directory whole (100 renames here, as our treemove does) and neither
-journals nor syncs: "try-commit+sync" adds the ``syncfs`` of the target that our commit's
-durability costs (ours also syncs the upper and writes and syncs a journal). Then ``try commit``
-itself (the script: it mounts the sandbox and runs ``:`` first, then summarises and
-commits). Each tool runs 3 times per sandbox on a freshly built copy; the build and a
+renames each new directory whole (100 renames here; ours too: each new directory is one
+journaled tree step, manager/commit/trees.py) and neither journals nor syncs:
+"try-commit+sync" adds the ``syncfs`` of the target that our commit's durability costs
+(ours also syncs the upper and writes and syncs a journal). Then ``try commit`` itself
+(the script: it mounts the sandbox and runs ``:`` first, then summarises and commits).
+Each tool runs 3 times per sandbox on a freshly built copy; the build and a
 ``sync`` are not timed, so every tool starts with the upper data on disk (as an
 agent's writes long since are). Prints medians and ratios, of wall time and of CPU
 time (user + system, this process's and its children's: on a shared, loaded machine

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from typing import Any
     from typing import Final
 
+    # Asked of a new directory (its real path looked up and absent): whether its tree stays
+    # one change, unread (commit's tree step: manager.commit.trees). (layer, upper, real, st)
+    Collapse = Callable[["Layer", str, str, os.stat_result], bool]
+
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 WHITEOUT_XATTRS = ("trusted.overlay.whiteout", "user.overlay.whiteout")
 
@@ -171,18 +175,21 @@ class _Walk:
     not generators: a change found 10 directories deep would pass through 20 of them)."""
 
     __slots__ = ("layer", "project", "summarize", "found", "cache", "on_found", "told", "todo",
-                 "counted", "over_real")
+                 "counted", "over_real", "collapse", "merged")
 
     def __init__(self, layer: Layer, project: str, summarize: int | None,
                  found: list[Change], cache: WalkCache | None,
                  on_found: Callable[[Change], None] | None,
-                 over_real: dict[str, str] | None = None) -> None:
+                 over_real: dict[str, str] | None = None,
+                 collapse: Collapse | None = None) -> None:
         self.layer = layer
         self.project = project
         self.summarize = summarize
         self.found = found
         self.cache = cache
         self.on_found = on_found
+        self.collapse = collapse
+        self.merged = False    # the directory being read has a real directory looked up
         self.told = len(found)   # changes already passed to on_found
         # Directories still to read: a loop, not recursion (a chain of 3,000 directories
         # the agent made must not exhaust Python's stack).
@@ -206,7 +213,8 @@ class _Walk:
 def read_changes(layers: list[Layer], project: Path, summarize: int | None = None,
                  cache: WalkCache | None = None,
                  on_found: Callable[[Change], None] | None = None,
-                 over_real: dict[str, str] | None = None) -> list[Change]:
+                 over_real: dict[str, str] | None = None,
+                 collapse: Collapse | None = None) -> list[Change]:
     """Every change in ``layers``, parents before children, sorted by path.
 
     With ``summarize``, a new (or replaced) directory holding more than that many
@@ -216,11 +224,13 @@ def read_changes(layers: list[Layer], project: Path, summarize: int | None = Non
     ``on_found`` is told of each change as the walk finds it (before the sort).
     ``over_real`` is given each upper entry that hides a real one (see
     :mod:`manager.changes.seen`), changed or not.
+    With ``collapse``, a new directory it accepts is one change and nothing below it is read.
     """
     changes: list[Change] = []
     for layer in layers:
         if layer.upper.is_dir():
-            walk = _Walk(layer, str(project), summarize, changes, cache, on_found, over_real)
+            walk = _Walk(layer, str(project), summarize, changes, cache, on_found, over_real,
+                         collapse)
             walk.todo.append((str(layer.upper), str(layer.target), False, False))
             while walk.todo:
                 _walk(walk, *walk.todo.pop())
@@ -248,6 +258,7 @@ def _walk(walk: _Walk, upper_dir: str, real_dir: str, parent_new: bool, counted:
         return
     real_fd = None if parent_new else _open_real(real_dir)
     walk.counted = counted
+    walk.merged = not parent_new
     # Below a directory in the project, all is; above it, only the project itself.
     project = walk.project
     dir_in_project = is_within(real_dir, project)
@@ -448,6 +459,10 @@ def _dir_entry(walk: _Walk, at: _At, ust: os.stat_result, real: str,
     hidden = rst is None or opaque or old_type is not EntryType.DIR
     if rst is not None and hidden and walk.over_real is not None:
         walk.over_real[real] = upper
+    if walk.collapse is not None and rst is None and walk.merged and owner is None \
+            and not opaque and walk.collapse(walk.layer, upper, real, ust):
+        walk.found.append(Change(real, Kind.ADDED, upper, EntryType.DIR, None, in_project))
+        return
     summarize = walk.summarize
     below = count_files(upper, walk.cache) \
         if summarize is not None and hidden and not walk.counted else None

@@ -27,6 +27,7 @@ from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.commit import journal
+from manager.commit import trees
 from manager.commit.btime import may_follow
 from manager.commit.exclude import compile_patterns
 from manager.commit.journal import Journal
@@ -43,6 +44,7 @@ from manager.commit.safefs import remove_at
 from manager.commit.safefs import walk_stats
 from manager.commit.steps import Executor
 from manager.commit.steps import Outcome
+from manager.commit.trees import Census
 from manager.errors import WorkspaceError
 from manager.fs import longpath
 
@@ -88,10 +90,13 @@ def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
     """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
     result = CommitResult()
     resume(session_dir, project, result)
-    all_changes = read_changes(list(layers), project)
+    collector = trees.Collector(project)
+    all_changes = read_changes(list(layers), project, collapse=collector)
+    excluded = compile_patterns(exclude, project)
+    all_changes, whole = trees.settle(all_changes, collector.trees, paths, excluded)
     plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
-                     excluded=compile_patterns(exclude, project), force=force,
-                     allow_special=allow_special, seen=seen.Seen(session_dir))
+                     excluded=excluded, force=force, allow_special=allow_special,
+                     seen=seen.Seen(session_dir), trees=whole)
     carry_out(session_dir, layers, all_changes, plan, result, force=force, progress=progress)
     return result
 
@@ -114,13 +119,22 @@ def carry_out(session_dir: Path, layers: Sequence[Layer], all_changes: list[Chan
         return
     started = journal.write(session_dir, Journal(journal.new_token(), list(layers),
                                                  plan.steps, force))
-    outcome = _execute(started, check=None, progress=progress)
-    result.applied_paths.extend(s.path for s in outcome.applied)
-    seen.forget(session_dir, [s.path for s in outcome.applied])   # real now: no evidence
+    outcome = _execute(started, check=None, progress=progress, trees=plan.trees)
+    applied = list(_applied_paths(outcome.applied, plan))
+    result.applied_paths.extend(applied)
+    seen.forget(session_dir, applied)   # real now: no evidence
     result.notes.extend(owner_notes(all_changes, result.applied_paths))
     _record_failures(result, outcome)
     tidy_upper(layers, [c.upper_path for c in all_changes], _moved_uppers(outcome))
     journal.remove(session_dir)
+
+
+def _applied_paths(applied: list[Step], plan: Plan) -> Iterator[str]:
+    """Each applied path, those a tree step carried too (reported one by one, as ever)."""
+    for step in applied:
+        yield step.path
+        if step.action == "tree":
+            yield from (f"{step.path}/{rel}" for rel, _ in plan.trees[step.path].entries)
 
 
 def owner_notes(changes: Sequence[Change], applied: Sequence[str]) -> list[PathIssue]:
@@ -136,9 +150,10 @@ def owner_notes(changes: Sequence[Change], applied: Sequence[str]) -> list[PathI
 
 
 def _execute(plan: Journal, check: Callable[[Executor, Step, int, str], str | None] | None,
-             progress: Progress | None = None) -> Outcome:
+             progress: Progress | None = None, trees: dict[str, Census] | None = None) -> Outcome:
     executor = Executor(plan.layers, plan.token, check)
     executor.progress = progress
+    executor.trees = trees or {}
     try:
         if check is not None:   # a fresh commit's new token names no temporary entry yet
             remove_strays(executor, plan.steps)
@@ -200,6 +215,8 @@ def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str
     ust = lstat_at(up_fd, up_name)
     if ust is None:
         return "done"
+    if step.action == "tree":   # both there: a copy renamed in, or made outside meanwhile
+        return None if rst is None else trees.LEFT
     if rst is None or (step.action == "dir" and stat.S_ISDIR(rst.st_mode)):
         return None
     if same_entry(proc_path(up_fd, up_name), ust, proc_path(dir_fd, name), rst):

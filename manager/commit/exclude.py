@@ -21,6 +21,9 @@ class Excluder:
     project: Path
     absolute: tuple[re.Pattern[str], ...]
     relative: tuple[re.Pattern[str], ...]
+    # What every path a pattern matches starts with (its text before the first glob
+    # character, made absolute): a tree none of them reaches needs no look at its entries.
+    prefixes: tuple[str, ...] = ()
 
     # Verdicts by path: a change's ancestors are mostly other changes' (a chain of 3,000
     # new directories would otherwise match 3,000 ancestors each).
@@ -48,6 +51,11 @@ class Excluder:
             self.seen[done] = verdict
         return verdict
 
+    def reaches(self, root: str) -> bool:
+        """Whether a pattern may match a path below ``root`` (False: none can)."""
+        below = root.rstrip("/") + "/"
+        return any(p.startswith(below) or below.startswith(p) for p in self.prefixes)
+
     def _matches(self, text: str) -> bool:
         """``text`` itself (not its ancestors) matches a pattern."""
         if any(rx.fullmatch(text) for rx in self.absolute):
@@ -62,17 +70,28 @@ class Excluder:
 def compile_patterns(patterns: Iterable[str], project: Path) -> Excluder:
     absolute: list[re.Pattern[str]] = []
     relative: list[re.Pattern[str]] = []
+    prefixes: list[str] = []
+    top = str(project).rstrip("/") + "/"
     for raw in patterns:
         pattern = os.path.expanduser(raw.strip()).rstrip("/")
         if not pattern:
             continue
         if pattern.startswith("/"):
             absolute.append(re.compile(_glob_regex(pattern)))
+            prefixes.append(_literal(pattern))
         elif "/" in pattern:
             relative.append(re.compile(_glob_regex(pattern)))
+            prefixes.append(top + _literal(pattern))
         else:
             relative.append(re.compile("(?:.*/)?" + _glob_regex(pattern)))
-    return Excluder(project, tuple(absolute), tuple(relative))
+            prefixes.append(top)      # a name: anywhere in the project
+    return Excluder(project, tuple(absolute), tuple(relative), tuple(prefixes))
+
+
+def _literal(pattern: str) -> str:
+    """``pattern`` up to its first glob character."""
+    cut = min((i for i in (pattern.find(c) for c in "*?[") if i != -1), default=len(pattern))
+    return pattern[:cut]
 
 
 def _glob_regex(pattern: str) -> str:

@@ -28,6 +28,7 @@ class Step:
 
     ``write``: put the upper file/symlink/special file at ``path``.
     ``dir``: make ``path`` a directory with the upper directory's metadata.
+    ``tree``: put the new upper directory at ``path`` whole (:mod:`manager.commit.trees`).
     ``remove``: remove ``path`` (a whiteout's target, or a real entry an opaque
     directory hides); ``upper`` is the whiteout, ``None`` for hidden entries.
     """

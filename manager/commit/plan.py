@@ -24,6 +24,7 @@ import os
 import stat
 from collections.abc import Callable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -49,6 +50,7 @@ from manager.commit.safefs import open_dir_at
 from manager.commit.safefs import proc_path
 from manager.commit.safefs import rel_parts
 from manager.commit.safefs import walk_stats
+from manager.commit.trees import Census
 
 AT_FDCWD = -100
 
@@ -69,6 +71,7 @@ class Plan:
     skipped: list[Path] = field(default_factory=list)
     refused: list[PathIssue] = field(default_factory=list)  # special: needs --allow-special
     incomplete: set[Path] = field(default_factory=set)  # dirs whose hidden real entries stay
+    trees: dict[str, Census] = field(default_factory=dict)  # tree steps' censuses (commit.trees)
 
 
 @dataclass
@@ -85,6 +88,7 @@ class _Context:
     births: dict[str, int] = field(default_factory=dict)  # upper directories' births
     # Real directories found missing: a new tree's 10,000 entries are not each looked up.
     absent: set[str] = field(default_factory=set)
+    trees: Mapping[str, Census] = field(default_factory=dict)  # new trees that go whole
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
@@ -120,14 +124,18 @@ class _Context:
 
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
               excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False,
-              seen: Seen | None = None) -> Plan:
+              seen: Seen | None = None,
+              trees: Mapping[str, Census] | None = None) -> Plan:
+    """``seen``: names a walk saw the sandbox's own entry stand over a real one
+    (:mod:`manager.changes.seen`). ``trees``: new directories (settled:
+    :func:`manager.commit.trees.settle`) each committed as one tree step."""
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
                    allow_special,
                    opaque={c.real_path for c in all_changes if c.opaque},
                    hiding={c.real_path for c in all_changes if c.new_type is EntryType.DIR
                            and c.kind in (Kind.ADDED, Kind.REPLACED)},
-                   seen=seen or Seen(None))
+                   seen=seen or Seen(None), trees=trees or {})
     try:
         for change in with_parents(selected, all_changes):
             _plan_one(plan, ctx, change)
@@ -220,6 +228,10 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         plan.conflicts.append(PathIssue(change.path, reason))
         ctx.blocked.add(str(change.path))
         return
+    census = ctx.trees.get(change.real_path)
+    if census is not None:
+        step = replace(step, action="tree")
+        plan.trees[step.path] = census
     plan.steps.append(step)
     if step.action == "dir" and real is not None and (change.opaque or
                                                       _under(change.real_path, ctx.opaque)):

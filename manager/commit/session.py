@@ -21,7 +21,9 @@ from manager.changes.model import select
 from manager.changes.seen import Seen
 from manager.commit import apply
 from manager.commit import history as history_mod
+from manager.commit import trees
 from manager.commit.exclude import compile_patterns
+from manager.commit.plan import Plan
 from manager.commit.plan import make_plan
 from manager.commit.plan import withhold
 
@@ -56,19 +58,32 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
     project = target.project
     done = SessionCommit(apply.CommitResult())
     apply.resume(target.session_dir, project, done.result)
-    changes = read_changes(list(layers), project)
+    collector = trees.Collector(project)
+    changes = read_changes(list(layers), project, collapse=collector)
     history = _history(target, changes, paths)
     dropped: list[Path] = []
     if history is not None:
         dropped = history_mod.internals(history.repo.git_dir, history.changes, history.flagged)
         held = [f for f in history.flagged if not _named(f, paths, project)]
         exclude = [*exclude, *map(str, dropped), *map(str, held)]
-    plan = make_plan(layers, changes, select(changes, list(paths)),
-                     excluded=compile_patterns(exclude, project), force=force,
-                     allow_special=allow_special, seen=Seen(target.session_dir))
+    excluded = compile_patterns(exclude, project)
+    changes, whole = trees.settle(changes, collector.trees, paths, excluded)
+
+    def planned() -> Plan:
+        return make_plan(layers, changes, select(changes, list(paths)), excluded=excluded,
+                         force=force, allow_special=allow_special,
+                         seen=Seen(target.session_dir), trees=whole)
+
+    plan = planned()
     if history is not None:
         history_mod.divert_head_on_conflict(history, [i.path for i in plan.conflicts])
-        history.kept = history_mod.committed_paths(history, _worktree(changes, paths, project))
+        worktree = _worktree(changes, paths, project)
+        if any(p.ref == history.head_ref and p.divert_to for p in history.plans):
+            worktree = trees.expanded(worktree, whole)   # its files are compared one by one
+        history.kept = history_mod.committed_paths(history, worktree)
+        if trees.holding(whole, history.kept):   # files that stay on the side branch
+            changes, whole = trees.settle(changes, whole, [*paths, *history.kept], excluded)
+            plan = planned()   # the same conflicts: a tree's entries are all new
         plan = withhold(plan, history.kept, changes)
     apply.carry_out(target.session_dir, layers, changes, plan, done.result, force=force,
                     progress=progress)

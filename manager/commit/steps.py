@@ -52,6 +52,9 @@ from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
 from manager.commit.treemove import move_tree
+from manager.commit.trees import LEFT
+from manager.commit.trees import Census
+from manager.commit.trees import publish
 from manager.fs.sparse import copy_data
 
 BATCH_STEPS = 4096
@@ -91,6 +94,8 @@ class Executor:
         self._dir_meta: list[tuple[Step, os.stat_result, bool]] = []
         self._later: list[Step] = []  # upper entries to remove once renames are durable
         self._real_fds: dict[int, int] = {}
+        self.trees: dict[str, Census] = {}   # the plan's tree steps' censuses (empty: resumed)
+        self.tree_bytes = 0                  # moved by tree steps, for progress
 
     def close(self) -> None:
         for chain in (*self.real, *self.upper):
@@ -119,8 +124,11 @@ class Executor:
         self._sync_uppers()
         batch: list[_Pending] = []
         size = written = 0
-        skip = 0
+        skip = extra = 0   # extra: the paths below tree steps (progress counts paths)
+        total = len(steps) + sum(len(c.entries) for c in self.trees.values())
         for done, step in enumerate(steps, 1):
+            if step.action == "tree" and step.path in self.trees:
+                extra += len(self.trees[step.path].entries)
             if skip:   # committed with its new directory's tree (treemove)
                 skip -= 1
                 continue
@@ -130,6 +138,7 @@ class Executor:
                 skip, written = len(moved.steps) - 1, written + moved.size
                 continue
             item = self._try_prepare(step)
+            written, self.tree_bytes = written + self.tree_bytes, 0
             if item is not None:
                 batch.append(item)
                 size += item.size
@@ -138,10 +147,10 @@ class Executor:
                 self._flush(batch)
                 batch, size = [], 0
                 if self.progress is not None:
-                    self.progress(done, len(steps), written)
+                    self.progress(done + extra, total, written)
         self._flush(batch)
         if self.progress is not None:
-            self.progress(len(steps), len(steps), written)
+            self.progress(total, total, written)
         self._finish_dirs()
         self._sync_reals()
         return self.outcome
@@ -179,7 +188,11 @@ class Executor:
             self._after_done(step)
             return None
         if verdict is not None:
-            self.outcome.conflicts.append((step, verdict))
+            if verdict != LEFT:
+                self.outcome.conflicts.append((step, verdict))
+            return None
+        if step.action == "tree":
+            self._publish_tree(step, dir_fd, name)
             return None
         if step.action == "dir":
             self._make_dir(step, dir_fd, name)
@@ -193,6 +206,17 @@ class Executor:
         dev = os.fstat(dir_fd).st_dev
         if dev not in self._real_fds:
             self._real_fds[dev] = os.dup(dir_fd)
+
+    def _publish_tree(self, step: Step, dir_fd: int, name: str) -> None:
+        reason = publish(self, step, dir_fd, name)
+        if reason is None:
+            self.outcome.applied.append(step)
+        elif reason != LEFT:
+            self.outcome.conflicts.append((step, reason))
+
+    def remove_after_sync(self, step: Step) -> None:
+        """Remove the upper entry of ``step`` once the real filesystem is next synced."""
+        self._later.append(step)
 
     def _after_done(self, step: Step) -> None:
         if step.upper is not None and not step.keep_upper and step.action != "dir":
@@ -372,6 +396,8 @@ class Executor:
     def _sync_reals(self) -> None:
         for fd in self._real_fds.values():
             syncfs(fd)
+
+    sync_reals = _sync_reals
 
 
 def _at(chain: DirChain, root: Path, path: str) -> tuple[int, str]:
