@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from manager.session.store import Session
 
 
-PID_FILE = "container.pid"   # "PID START NAME" of the container's init (older ones: no NAME)
+PID_FILE = "container.pid"   # "PID START NAME MODE" of the container's init (older: no NAME)
 
 
 def container_of(session: Session) -> str:

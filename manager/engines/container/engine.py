@@ -27,7 +27,8 @@ Sandbox layout::
     volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
     running/            the calls' host-side records ("PID START" of the entry script)
-    container.pid       "PID START NAME" of the container's init on the host (the lean path's check)
+    container.pid       "PID START NAME MODE" of the container's init on the host (the lean
+                        path's check; MODE volume or host: how the container was made)
     container.ids       its user namespace's maps, read from the host as it starts (container_ids)
     container.lock      flock held while a container is created or removed
     network.json        the ``network`` policy the container was made with (egress/launch.py)
@@ -200,7 +201,8 @@ class ContainerEngine:
         # Owners are reviewed where the host's upper is the overlay's own (host mode).
         container_ids.record(session.sandbox, started.pid if start and not volume else 0)
         # pid 0: not visible here (the engine runs in a VM); the lean path then skips its check.
-        (session.sandbox / PID_FILE).write_text(f"{started.pid if start else 0} {start or 0} {name}\n")
+        (session.sandbox / PID_FILE).write_text(
+            f"{started.pid if start else 0} {start or 0} {name} {'volume' if volume else 'host'}\n")
 
     def _egress(self, session: Session, options: dict[str, Any],
                 remote: bool) -> tuple[dict[str, Any], subprocess.Popen[bytes] | None]:

@@ -47,7 +47,7 @@ fi
 
 # The container's init by host pid and start time, as prepare recorded them
 # (pid 0: the engine runs in a VM, nothing to check on this host).
-read -r pid start _ 2>/dev/null <"$S/container.pid" || fallback
+read -r pid start _ made 2>/dev/null <"$S/container.pid" || fallback
 if [[ $pid != 0 ]]; then
     read -r -a st 2>/dev/null <"/proc/$pid/stat" || fallback
     [[ ${st[21]} == "$start" ]] || fallback
@@ -91,11 +91,15 @@ shown() {
 # container started (container/upper.py, PROLOGUE_DIR), in the C locale (no locale file of
 # the container's is read); the container's own programs run only after the drop, and `env`
 # there gives the call its LC_ALL back.
+# Every call of a container made for volume mode (as recorded when it was made: the `volume`
+# mark goes before the container does, while commit releases it), whatever its uid: rootless
+# podman hands the container's capabilities to other uids too, as ambient ones.
 drop=() drop_env=()
-if [[ ${U%%:*} == 0 && -e $S/volume ]]; then
-    t=/.ws-prologue restore=(-u LC_ALL)
+if [[ $made == volume || -e $S/volume ]]; then
+    t=/.ws-prologue restore=(-u LC_ALL) caps=(--inh-caps=-all --ambient-caps=-all)
+    [[ ${U%%:*} == 0 ]] && caps=(--bounding-set -sys_admin)
     case ${LC_ALL-unset} in C|C.*|POSIX|"") restore=("LC_ALL=$LC_ALL") ;; esac   # as below
-    drop=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv" --bounding-set -sys_admin --
+    drop=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv" "${caps[@]}" --
           env "${restore[@]}")
     drop_env=(-e LC_ALL=C)
 fi
