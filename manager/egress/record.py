@@ -46,6 +46,12 @@ def mode(sandbox: Path) -> dict[str, Any]:
 
 
 def address(host: str, port: object) -> str:
+    """A host as the record's text shows it: the name the sandbox gave (any bytes, through
+    SOCKS5's domain field) quoted as file names are, so it cannot drive a terminal or make a
+    line of its own (ui.quote)."""
+    from manager import ui
+
+    host = ui.quote(host)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -84,11 +90,12 @@ def render(sandbox: Path) -> list[str]:
     data = as_json(sandbox)
     if data["mode"] == "open" and not data["attempts"]:
         return []
-    what = {"off": "off", "list": "only " + ", ".join(data["allow"])}.get(data["mode"], data["mode"])
+    what = {"off": "off", "list": "only " + ", ".join(map(_quoted, data["allow"]))}.get(
+        data["mode"], data["mode"])
     out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused"]
     for row in data["hosts"]:
         verdict = "allowed" if row["allowed"] else "REFUSED"
-        calls = f"  calls: {', '.join(row['calls'])}" if row["calls"] else ""
+        calls = f"  calls: {', '.join(map(_quoted, row['calls']))}" if row["calls"] else ""
         size = f", {row['up']} B up, {row['down']} B down" if row["allowed"] else ""
         direct = " direct" if row["via"] == "direct" else ""
         out.append(f"  {verdict} {address(row['host'], row['port'])}{direct}  {row['count']}x{size}{calls}")
@@ -110,10 +117,16 @@ def by_call(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def describe(entry: dict[str, Any]) -> str:
     verdict = "allowed" if entry.get("allowed") else "REFUSED"
     what = way(entry) or str(entry.get("method") or "")
-    query = f" (dns {entry['query']})" if entry.get("query") else ""
+    query = f" (dns {_quoted(entry['query'])})" if entry.get("query") else ""
     size = f", {entry.get('up', 0)} B up, {entry.get('down', 0)} B down" if entry.get("allowed") else ""
-    error = f", {entry['error']}" if entry.get("error") else ""
+    error = f", {_quoted(entry['error'])}" if entry.get("error") else ""
     return f"{verdict} {address(entry['host'], entry.get('port', 0))} {what}{query}{size}{error}".rstrip()
+
+
+def _quoted(text: object) -> str:
+    from manager import ui
+
+    return ui.shown(str(text))
 
 
 def render_calls(sandbox: Path) -> list[str]:
@@ -121,10 +134,12 @@ def render_calls(sandbox: Path) -> list[str]:
     import time
 
     data = as_json(sandbox)
-    what = {"off": "off", "list": "only " + ", ".join(data["allow"])}.get(data["mode"], data["mode"])
+    what = {"off": "off", "list": "only " + ", ".join(map(_quoted, data["allow"]))}.get(
+        data["mode"], data["mode"])
     out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused"]
     for group in by_call(data["record"]):
-        name = group["call"] or "(no call: workspace run, or a command left running)"
+        name = _quoted(group["call"]) if group["call"] else \
+            "(no call: workspace run, or a command left running)"
         out.append(f"call {name}: {len(group['attempts'])} attempts, {group['refused']} refused")
         for e in group["attempts"]:
             when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))

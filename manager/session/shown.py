@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import stat
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from manager.changes.model import Change
 from manager.changes.model import EntryType
@@ -45,9 +43,15 @@ def digests(found: list[Change]) -> Shown:
     return [(upper, real, _digest(upper)) for upper, real in _files(found)]
 
 
-class Review(NamedTuple):
-    files: Shown
-    names: set[str] | None   # volume mode: every upper entry it read (no times to tell)
+class Review:
+    """The last review's record (no NamedTuple: status imports this module at start-up,
+    and typing costs more than the whole command should)."""
+
+    __slots__ = ("files", "names")
+
+    def __init__(self, files: Shown, names: set[str] | None) -> None:
+        self.files = files
+        self.names = names   # volume mode: every upper entry it read (no times to tell)
 
 
 def record(session: Session, found: list[Change]) -> None:
@@ -163,6 +167,8 @@ def _digest(path: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    import hashlib  # only the container engines record digests: not at status's start-up
+
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -177,7 +183,7 @@ def _digest(path: str) -> str:
             blocks = [hashlib.blake2b(os.pread(fd, BLOCK, 0), digest_size=20).digest()] \
                 if st.st_size else []
         for block in blocks:
-            if isinstance(block, int) or block == _ZERO:
+            if isinstance(block, int) or block == _zero():
                 zeros += block if isinstance(block, int) else 1
                 continue
             if zeros:
@@ -196,6 +202,8 @@ def _digest(path: str) -> str:
 def _blocks(fd: int, size: int, sparse: bool) -> Iterator[bytes | int]:
     """Each block's digest, or a count of whole blocks in a hole (read, a block of zeros
     has the digest ``_ZERO``: counted alike)."""
+    import hashlib
+
     at = 0
     while at < size:
         if sparse:
@@ -219,4 +227,13 @@ def _blocks(fd: int, size: int, sparse: bool) -> Iterator[bytes | int]:
 
 
 BLOCK = 1 << 20
-_ZERO = hashlib.blake2b(bytes(BLOCK), digest_size=20).digest()
+_ZEROS: list[bytes] = []
+
+
+def _zero() -> bytes:
+    """The digest of a block of zeros (computed once, when first needed)."""
+    if not _ZEROS:
+        import hashlib
+
+        _ZEROS.append(hashlib.blake2b(bytes(BLOCK), digest_size=20).digest())
+    return _ZEROS[0]
