@@ -150,7 +150,8 @@ def _spawn(template: list[str], command: str, cwd: str) -> int:
     # Before the child exists, so no signal falls between; its exec resets them.
     previous = {name: _signal.signal(getattr(_signal, name), _forward) for name in FORWARDED}
     try:
-        _child[0] = _fork_exec(argv, env, _signal)
+        ignored = [name for name, handler in previous.items() if handler == _signal.SIG_IGN]
+        _child[0] = _fork_exec(argv, env, _signal, ignored)
     except BaseException:
         for name, handler in previous.items():     # the full path's own, as they were
             _signal.signal(getattr(_signal, name), handler)
@@ -158,10 +159,12 @@ def _spawn(template: list[str], command: str, cwd: str) -> int:
     return int(_child[0])
 
 
-def _fork_exec(argv: list[str], env: dict[str, str], signals: Any) -> int:
+def _fork_exec(argv: list[str], env: dict[str, str], signals: Any, ignored: list[str]) -> int:
     """fork and exec, as subprocess does: not posix_spawn, whose child leaves glibc's
     internal signals (32, 33) ignored for the command. A failed exec is told back through
-    a close-on-exec pipe and raised here."""
+    a close-on-exec pipe and raised here. ``ignored``: forwarded signals this process was
+    started with ignored (a background job's INT and QUIT): ignored again in the child, as
+    the full path's child inherits them (the forwarding handlers would reset them at exec)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:   # the child: exec or exit, never return
@@ -169,6 +172,8 @@ def _fork_exec(argv: list[str], env: dict[str, str], signals: Any) -> int:
             os.close(read_end)
             for name in ("SIGPIPE", "SIGXFSZ"):   # Python ignores them; a command must not
                 signals.signal(getattr(signals, name), signals.SIG_DFL)
+            for name in ignored:
+                signals.signal(getattr(signals, name), signals.SIG_IGN)
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             os.write(write_end, f"{getattr(exc, 'errno', 0) or 0}".encode())
