@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -30,14 +31,15 @@ REPO = Path(__file__).resolve().parents[2]
 FULL_PATH_ONLY = ("argparse", "manager.commands.run", "manager.config", "manager.engines")
 
 
-def _run(project: Path, *argv: str, input: str | None = None,
-         cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], bool]:
+def _run(project: Path, *argv: str, input: str | None = None, cwd: Path | None = None,
+         preexec_fn: Callable[[], None] | None = None,
+         ) -> tuple[subprocess.CompletedProcess[str], bool]:
     """`python -m manager run ARGV` and whether it took the lean path (what it imported
     before it became the entry, as -X importtime tells: the entry's own fallback to the full
     path is another interpreter, started without the flag)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "manager", "run", *argv],
                           cwd=cwd or project, input=input, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, preexec_fn=preexec_fn)  # noqa: PLW1509 - signals only
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}
     assert "manager.commands.run_lean" in imported, proc.stderr
@@ -86,6 +88,20 @@ def test_a_warm_run_goes_straight_to_the_sandbox_with_everything_kept(warm: Path
                               cwd=warm, capture_output=True, text=True, timeout=60,
                               env=dict(os.environ, WORKSPACE_PYTHON=sys.executable))
     assert (launched.returncode, launched.stdout) == (0, "x\n"), launched.stderr
+
+
+def _as_a_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+
+def test_signals_the_caller_ignores_stay_ignored_as_under_the_full_path(warm: Path):
+    """A background job of a shell (CI's runs, `cmd &`) starts with INT and QUIT ignored."""
+    masks = "while IFS= read -r l; do case $l in SigIgn*) echo \"$l\";; esac; done </proc/self/status"
+    proc, lean = _run(warm, "-c", masks, preexec_fn=_as_a_background_job)
+    full, by_option = _run(warm, "--cwd", ".", "-c", masks, preexec_fn=_as_a_background_job)
+    assert lean and not by_option and proc.stdout == full.stdout
+    assert int(proc.stdout.split()[1], 16) & (1 << (signal.SIGQUIT - 1)), proc.stdout
 
 
 def test_each_input_of_the_full_path_that_changes_sends_the_next_run_there(
