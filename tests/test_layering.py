@@ -42,7 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "egress.setting": set(),                          # the `network` setting's type: config's
     "config": {"errors", "fs", "record", "versioning", "session.paths", "egress.setting"},
     "hide": {"config", "errors", "fastjson", "fs", "session.paths"},   # what sandboxes hide
-    "egress": {"config", "errors", "fastjson", "fs"},      # setting `network` and the egress record
+    "egress": {"config", "errors", "fastjson", "fs", "ui"},   # ui: the record's hosts shown quoted
     "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fs", "hide",
                 "record", "session.paths", "session.store"},
     "session": {"changes", "config", "engines", "errors", "fastjson", "fs", "hide", "record",
