@@ -29,6 +29,8 @@ from .session_init import parent_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .direct import Limiter
     from .direct import Watcher
 
@@ -513,12 +515,18 @@ def _socket_inode(holder: int, tables: tuple[str, ...], port: int, remote_port: 
 
 def _owner(holder: int, inode: str) -> int | None:
     netns = os.readlink(f"/proc/{holder}/ns/net")
+    return fd_holder(inode, lambda pid: os.readlink(f"/proc/{pid}/ns/net") == netns)
+
+
+def fd_holder(inode: str, looked_into: Callable[[int], bool]) -> int | None:
+    """The process holding socket ``inode`` among those ``looked_into`` says to search (an
+    OSError from it, or from the process's descriptors, passes over that process)."""
     target = f"socket:[{inode}]"
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.readlink(f"/proc/{entry}/ns/net") != netns:
+            if not looked_into(int(entry)):
                 continue
             for fd in os.listdir(f"/proc/{entry}/fd"):
                 with contextlib.suppress(OSError):
