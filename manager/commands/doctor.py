@@ -32,18 +32,18 @@ def doctor(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         choice = {"engine": None, "source": str(exc)}
     unreadable = health.survey(owned_records())
-    from manager.commands import doctor_hide
+    from manager.commands import doctor_confine
 
-    hidden = doctor_hide.report(ctx, choice["engine"])
+    hidden, network = doctor_confine.report(ctx, choice["engine"])
     if args.json:
         ui.dump_json({"engines": {n: [c.as_json() for c in cs] for n, cs in results.items()},
                       "chosen": choice, "unreadable": [u.as_json() for u in unreadable],
-                      "hide": hidden})
+                      "hide": hidden, "network": network})
     else:
         _show(results, choice)
         _show_unreadable(unreadable)
-        doctor_hide.show(hidden)
-    return 0 if choice["engine"] and not unreadable and hidden["held"] is not False else 1
+        doctor_confine.show(hidden, network)
+    return 0 if choice["engine"] and not unreadable and not doctor_confine.failed(hidden, network) else 1
 
 
 def _show_unreadable(found: list[health.Unreadable]) -> None:

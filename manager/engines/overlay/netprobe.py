@@ -60,15 +60,22 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def test_server() -> ThreadingHTTPServer:
+    """A server on 127.0.0.2 (any free port) that answers GET with the greeting, serving in
+    a thread until ``shutdown()``. OSError where the loopback range has no 127.0.0.2."""
+    server = ThreadingHTTPServer(("127.0.0.2", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def check() -> Check:
     from manager.engines.overlay import probe as overlay_probe
 
     try:
-        server = ThreadingHTTPServer(("127.0.0.2", 0), _Handler)
+        server = test_server()
     except OSError as exc:
         return Check(NETWORK_CHECK, False, f"no loopback test server on 127.0.0.2: {exc}",
                      "the probe needs the loopback range 127.0.0.0/8")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     try:
         root = paths.state_home() / "probe"

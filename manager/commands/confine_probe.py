@@ -1,0 +1,178 @@
+"""``workspace doctor``'s proof that confinement holds on this host, on the engine in use:
+one call in a scratch session reads a hidden secret in every way a command would try, and
+tries the network: a test server on this host's 127.0.0.2, listed, must answer through the
+session's proxy, a host not listed must be refused and both must be on the record, and no
+connection may go around the proxy. An engine that cannot take a list (try, a remote
+container engine) is probed with ``network: off``: nothing may answer at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from manager import hide
+from manager.config import Config
+from manager.engines.base import RunRequest
+from manager.errors import EngineUnavailable
+from manager.errors import WorkspaceError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from manager.session.store import Session
+
+# What a command would try: cat, python's open, a symlink to it, a hard link, the roots of
+# /proc; whatever it prints must not hold the secret.
+READS = ('cat "$S"; python3 -c "import sys; print(open(sys.argv[1]).read())" "$S"; '
+         'ln -s "$S" l && cat l; ln "$S" h && cat h; cat "/proc/self/root$S" "/proc/1/root$S"')
+# The network's part: one line each, "net ..." (the proxy settings are the sandbox's own).
+CONNECTS = r'''
+import socket, sys, urllib.error, urllib.request
+port = int(sys.argv[1])
+def say(*words): print("net", *words, flush=True)
+try:
+    say("listed", urllib.request.urlopen(f"http://127.0.0.2:{port}/", timeout=10).read().decode())
+except Exception as exc:
+    say("listed failed", type(exc).__name__)
+try:
+    urllib.request.urlopen(f"http://refused.invalid:{port}/", timeout=10)
+    say("unlisted reached")
+except urllib.error.HTTPError as exc:
+    say("unlisted", exc.code)
+except Exception as exc:
+    say("unlisted failed", type(exc).__name__)
+for host in ("127.0.0.2", "192.0.2.1"):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        say("direct reached", host)
+    except OSError:
+        say("direct failed", host)
+'''
+TIMEOUT = 120.0
+RECORD_WAIT = 5.0     # the proxy writes an attempt as its connection ends
+
+
+@dataclass
+class Verdict:
+    held: bool | None      # None: not probed
+    detail: str
+
+
+@dataclass
+class Probed:
+    hide: Verdict
+    network: Verdict
+    network_mode: str      # "list" or "off": what the probe's session was given
+
+
+def probe(config: Config, engine_name: str) -> Probed:
+    """One call in a scratch sandbox of ``engine_name`` reads a hidden secret and connects."""
+    from manager.engines.overlay import netprobe
+
+    try:
+        server = netprobe.test_server()
+    except OSError as exc:
+        raise WorkspaceError(f"no loopback test server on 127.0.0.2: {exc}") from None
+    try:
+        port = server.server_address[1]
+        try:
+            return _probe(config, engine_name, port, [f"127.0.0.2:{port}"])
+        except EngineUnavailable as exc:
+            if "network is a list" not in str(exc):
+                raise
+            return _probe(config, engine_name, port, "off")   # try, a remote engine
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _probe(config: Config, engine_name: str, port: int, network: list[str] | str) -> Probed:
+    from manager.session import store
+    from manager.session.context import Context
+    from manager.session.sandbox import run
+
+    top = Path(tempfile.mkdtemp(prefix="workspace-confine-probe-"))
+    token = "hide-probe-" + secrets.token_hex(8)
+    secret = top / "secret"
+    secret.write_text(token + "\n")
+    project = top / "project"
+    project.mkdir()
+    probed = Config(dict(config.values), dict(config.sources))
+    probed.values["hide"] = [*config["hide"], str(secret)]
+    probed.values["engine"] = engine_name
+    probed.values["network"], probed.sources["network"] = network, "doctor's probe"
+    session = store.create(project, engine_name, origin="doctor")
+    out = top / "out"
+    ctx = Context(project, probed)
+    script = (f"S={shlex.quote(str(secret))}; {READS}; "
+              f"python3 -c {shlex.quote(CONNECTS)} {port}")
+    try:
+        with open(out, "wb") as sink:
+            rc = run(ctx, session, RunRequest(script, str(project), TIMEOUT,
+                                              stdin=subprocess.DEVNULL, stdout=sink, stderr=sink))
+        seen = out.read_text(errors="replace")
+        mode = "list" if isinstance(network, list) else "off"
+        verdict = _network(seen, mode, session)
+    finally:
+        # Whatever the call did (an image that cannot serve calls fails it): the session's
+        # container and sandbox go with its record, or gc would meet an orphan.
+        with contextlib.suppress(WorkspaceError):
+            ctx.engine(session).destroy(session)
+        store.remove(session)
+        _remove(top)
+    hidden = (Verdict(False, "a sandboxed command read the hidden secret") if token in seen
+              else Verdict(True, f"hidden from a sandboxed command (exit {rc})"))
+    return Probed(hidden, verdict, mode)
+
+
+def _network(seen: str, mode: str, session: Session) -> Verdict:
+    said = [line.removeprefix("net ") for line in seen.splitlines() if line.startswith("net ")]
+    if len(said) != 4:
+        return Verdict(False, f"the probe's connections did not run: {seen.strip()[-300:]!r}")
+    reached = [line for line in said if "reached" in line]
+    if mode == "off":
+        if said[0].startswith("listed failed") and not reached:
+            return Verdict(True, "network off: no connection left the sandbox (this host's "
+                                 "loopback included)")
+        return Verdict(False, f"network off, yet a connection answered: {said!r}")
+    from manager.engines.overlay import netprobe
+
+    if said[:2] != [f"listed {netprobe.GREETING.decode()}", "unlisted 403"] or reached:
+        return Verdict(False, "with network a list of hosts, expected the listed host to answer "
+                              f"and others to be refused: the sandbox said {said!r}")
+    missing = _unrecorded(session)
+    if missing:
+        return Verdict(False, f"the egress record does not hold {missing}")
+    return Verdict(True, "a list of hosts: the listed host answered through the session's proxy, "
+                         "one not listed was refused, both on the record; no connection went "
+                         "around the proxy")
+
+
+def _unrecorded(session: Session) -> str:
+    """Which of the two attempts through the proxy the record lacks ("" when both are on it)."""
+    from manager.egress import record
+
+    want = {("127.0.0.2", True): "the allowed attempt", ("refused.invalid", False): "the refused one"}
+    deadline = time.monotonic() + RECORD_WAIT
+    while True:
+        got = {(e.get("host"), e.get("allowed")) for e in record.attempts(session.sandbox)}
+        missing = [what for key, what in want.items() if key not in got]
+        if not missing or time.monotonic() > deadline:
+            return " and ".join(missing)
+        time.sleep(0.05)
+
+
+def listed(config: Config, project: str) -> list[str]:
+    return [t.path for t in hide.targets(config, project)]
+
+
+def _remove(top: Path) -> None:
+    import shutil
+
+    shutil.rmtree(top, ignore_errors=True)   # the secret and an empty project (the sandbox is the session's)

@@ -1,0 +1,69 @@
+"""doctor proves confinement on the engine in use (issue 24): one call of a scratch session
+reads a hidden secret and connects out. Where the engine takes a list of hosts (overlay,
+podman, docker), a test server on this host's 127.0.0.2 is listed: it must answer through
+the session's proxy, a host not listed must be refused, both must be on the record, and no
+connection goes around the proxy; where it cannot (try), ``network: off`` is probed and
+nothing may answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from manager.commands import confine_probe
+from tests.engines.conftest import using_engine
+
+pytestmark = pytest.mark.engine
+
+PROBED = {"overlay": "list", "try-main": "off", "podman": "list", "docker": "list"}
+
+
+@pytest.fixture(params=sorted(PROBED))
+def probed_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from using_engine(request, monkeypatch)
+
+
+def test_doctor_probes_the_network_of_the_engine_in_use(ws, tmp_path: Path, probed_engine: str):
+    config = tmp_path / "config/workspace/config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("network: off\n")
+    proc = ws("doctor", "--json")
+    report = json.loads(proc.stdout)
+    network = report["network"]
+    assert (network["setting"], network["probed"], network["held"]) == (
+        "off", PROBED[probed_engine], True), network
+    assert report["hide"]["held"] is not None, report["hide"]
+    text = ws("doctor").stdout
+    assert "network: off" in text and "probe (" in text, text
+
+
+def _said(*lines: str) -> str:
+    return "".join(f"net {line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("seen", [
+    _said("listed failed URLError", "unlisted failed URLError", "direct reached 127.0.0.2",
+          "direct failed 192.0.2.1"),
+    _said("listed workspace network probe", "unlisted failed URLError",
+          "direct failed 127.0.0.2", "direct failed 192.0.2.1"),
+    _said("listed failed URLError"),
+])
+def test_a_connection_that_answers_with_network_off_fails_the_probe(seen: str):
+    verdict = confine_probe._network(seen, "off", None)   # type: ignore[arg-type]
+    assert verdict.held is False, verdict
+
+
+@pytest.mark.parametrize("seen", [
+    _said("listed workspace network probe", "unlisted reached", "direct failed 127.0.0.2",
+          "direct failed 192.0.2.1"),
+    _said("listed workspace network probe", "unlisted 403", "direct failed 127.0.0.2",
+          "direct reached 192.0.2.1"),
+    _said("listed failed URLError", "unlisted 403", "direct failed 127.0.0.2",
+          "direct failed 192.0.2.1"),
+])
+def test_a_list_that_lets_through_what_it_should_not_fails_the_probe(seen: str):
+    verdict = confine_probe._network(seen, "list", None)   # type: ignore[arg-type]
+    assert verdict.held is False, verdict
