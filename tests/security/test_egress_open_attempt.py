@@ -7,11 +7,14 @@ sent, are never recorded. Every attempt is to be on the record, as it is made.""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from manager.engines import procs
 from tests.claude.conftest import Claude
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
@@ -43,3 +46,17 @@ def test_an_open_connection_is_on_the_record(
     time.sleep(1)
     network = json.loads(ws("status", "--json", check=True).stdout)["network"]
     assert network["attempts"] == 1, network
+    [attempt] = network["record"]
+    assert (attempt["open"], attempt["call"]) == (True, "toolu_0001"), attempt
+    # The proxy stops (as commit and discard stop it): it closes what it holds, with the
+    # bytes so far.
+    sandbox = tmp_path / "state/workspace/sessions/sess-1/sandbox"
+    proxy = int((sandbox / "egress.pid").read_text().split()[0])
+    os.kill(proxy, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while procs.state(proxy) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    network = json.loads(ws("status", "--json", check=True).stdout)["network"]
+    [attempt] = network["record"]
+    assert (attempt["open"], attempt["error"]) == (False, "the proxy stopped"), attempt
+    assert attempt["up"] >= 50000, attempt
