@@ -2,7 +2,13 @@
 one around it (``via: direct``, refused: engines/overlay/holder/direct.py), as the proxy
 appended it to ``egress.jsonl`` in the sandbox directory (see engines/overlay/holder/egress_proxy.py),
 summed up for ``workspace status`` and the Stop hook, and listed per call
-(``workspace status --network``)."""
+(``workspace status --network``).
+
+The proxy writes an attempt when it decides it (engines/overlay/holder/live.py): a refusal
+as one line; an allowed connection as a ``state: open`` line, then a ``state: close`` line
+with the same ``conn`` and its bytes. :func:`attempts` merges them: an attempt with no close
+yet is ``open``. Connections refused over the proxy's limit are one line per burst
+(``via: limit``, ``count``)."""
 
 from __future__ import annotations
 
@@ -19,21 +25,40 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+CLOSE_FIELDS = ("up", "down", "seconds", "error", "closed")
+
+
 def attempts(sandbox: Path) -> list[dict[str, Any]]:
-    """The attempts in order; a torn or foreign line is skipped."""
+    """The attempts in the order they were made, each close merged into its open line
+    (``open``: no close yet); a torn or foreign line is skipped."""
     try:
         text = (sandbox / RECORD).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
+    opened: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         try:
             entry = fastjson.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("host"), str):
-            out.append(entry)
+        if not isinstance(entry, dict) or not isinstance(entry.get("host"), str):
+            continue
+        conn, state = entry.pop("conn", None), entry.pop("state", None)
+        if state == "close" and isinstance(conn, str) and conn in opened:
+            opened.pop(conn).update({k: entry[k] for k in CLOSE_FIELDS if k in entry}, open=False)
+            continue
+        if state == "open" and isinstance(conn, str):
+            opened[conn] = entry
+        entry["open"] = state == "open"
+        out.append(entry)
     return out
+
+
+def size(entry: dict[str, Any]) -> int:
+    """How many attempts a line stands for (a burst over the proxy's limit is one line)."""
+    count = entry.get("count")
+    return count if isinstance(count, int) and count > 0 else 1
 
 
 def mode(sandbox: Path) -> dict[str, Any]:
@@ -56,8 +81,15 @@ def address(host: str, port: object) -> str:
 
 
 def way(entry: dict[str, Any]) -> str:
-    """"direct tcp" / "direct udp" for an attempt around the proxy, "" for one through it."""
+    """"direct tcp" / "direct udp" for an attempt around the proxy, "over the limit" for
+    connections the proxy refused unread, "" for one through it."""
+    if entry.get("via") == "limit":
+        return "over the limit"
     return f"direct {entry.get('proto') or 'tcp'}" if entry.get("via") == "direct" else ""
+
+
+def where(host: str, port: object, via: object) -> str:
+    return "(too many connections at once)" if via == "limit" else address(host, port)
 
 
 def hosts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,9 +98,10 @@ def hosts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in entries:
         key = (e["host"], int(e.get("port") or 0), bool(e.get("allowed")), way(e))
         row = table.setdefault(key, {"host": key[0], "port": key[1], "allowed": key[2],
-                                     "via": "direct" if key[3] else "proxy",
-                                     "count": 0, "up": 0, "down": 0, "calls": []})
-        row["count"] += 1
+                                     "via": str(e.get("via")) if key[3] else "proxy",
+                                     "count": 0, "open": 0, "up": 0, "down": 0, "calls": []})
+        row["count"] += size(e)
+        row["open"] += 1 if e.get("open") else 0
         row["up"] += int(e.get("up") or 0)
         row["down"] += int(e.get("down") or 0)
         call = e.get("call") or ""
@@ -81,7 +114,9 @@ def as_json(sandbox: Path) -> dict[str, Any]:
     entries = attempts(sandbox)
     policy = mode(sandbox)
     return {"mode": policy.get("mode", "open"), "allow": policy.get("allow", []),
-            "attempts": len(entries), "refused": sum(1 for e in entries if not e.get("allowed")),
+            "attempts": sum(map(size, entries)),
+            "refused": sum(size(e) for e in entries if not e.get("allowed")),
+            "open": sum(1 for e in entries if e.get("open")),
             "hosts": hosts(entries), "record": entries}
 
 
@@ -92,14 +127,19 @@ def render(sandbox: Path) -> list[str]:
         return []
     what = {"off": "off", "list": "only " + ", ".join(map(_quoted, data["allow"]))}.get(
         data["mode"], data["mode"])
-    out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused"]
+    out = [f"Network ({what}): {data['attempts']} attempts, {data['refused']} refused{_open(data['open'])}"]
     for row in data["hosts"]:
         verdict = "allowed" if row["allowed"] else "REFUSED"
         calls = f"  calls: {', '.join(map(_quoted, row['calls']))}" if row["calls"] else ""
-        size = f", {row['up']} B up, {row['down']} B down" if row["allowed"] else ""
+        sent = f", {row['up']} B up, {row['down']} B down" if row["allowed"] else ""
         direct = " direct" if row["via"] == "direct" else ""
-        out.append(f"  {verdict} {address(row['host'], row['port'])}{direct}  {row['count']}x{size}{calls}")
+        out.append(f"  {verdict} {where(row['host'], row['port'], row['via'])}{direct}  "
+                   f"{row['count']}x{sent}{_open(row['open'])}{calls}")
     return out
+
+
+def _open(count: int) -> str:
+    return f", {count} still open" if count else ""
 
 
 def by_call(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -111,16 +151,20 @@ def by_call(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         calls.setdefault(str(e.get("call") or ""), []).append(e)
     ordered = [c for c in calls if c] + ([""] if "" in calls else [])
     return [{"call": c, "attempts": calls[c],
-             "refused": sum(1 for e in calls[c] if not e.get("allowed"))} for c in ordered]
+             "refused": sum(size(e) for e in calls[c] if not e.get("allowed"))} for c in ordered]
 
 
 def describe(entry: dict[str, Any]) -> str:
     verdict = "allowed" if entry.get("allowed") else "REFUSED"
     what = way(entry) or str(entry.get("method") or "")
     query = f" (dns {_quoted(entry['query'])})" if entry.get("query") else ""
-    size = f", {entry.get('up', 0)} B up, {entry.get('down', 0)} B down" if entry.get("allowed") else ""
+    sent = f", {entry.get('up', 0)} B up, {entry.get('down', 0)} B down" if entry.get("allowed") else ""
+    if entry.get("open"):
+        sent = ", open"
+    count = f", {size(entry)}x" if size(entry) > 1 else ""
     error = f", {_quoted(entry['error'])}" if entry.get("error") else ""
-    return f"{verdict} {address(entry['host'], entry.get('port', 0))} {what}{query}{size}{error}".rstrip()
+    host = where(entry["host"], entry.get("port", 0), entry.get("via"))
+    return f"{verdict} {host} {what}{query}{sent}{count}{error}".rstrip()
 
 
 def _quoted(text: object) -> str:
@@ -140,7 +184,7 @@ def render_calls(sandbox: Path) -> list[str]:
     for group in by_call(data["record"]):
         name = _quoted(group["call"]) if group["call"] else \
             "(no call: workspace run, or a command left running)"
-        out.append(f"call {name}: {len(group['attempts'])} attempts, {group['refused']} refused")
+        out.append(f"call {name}: {sum(map(size, group['attempts']))} attempts, {group['refused']} refused")
         for e in group["attempts"]:
             when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
             out.append(f"  {when} {describe(e)}")
@@ -167,12 +211,13 @@ def stop_context(sandbox: Path) -> str | None:
     if not refused:
         return None
     rows = hosts(refused)
-    named = ", ".join(f"{address(r['host'], r['port'])} ({r['count']}x)" for r in rows[:5])
+    named = ", ".join(f"{where(r['host'], r['port'], r['via'])} ({r['count']}x)" for r in rows[:5])
     more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    count = sum(map(size, refused))
     if mode(sandbox).get("mode") == "off":   # only direct attempts: there is no proxy
-        return (f"workspace: the sandbox refused {len(refused)} network connection(s): {named}{more}; "
+        return (f"workspace: the sandbox refused {count} network connection(s): {named}{more}; "
                 "setting `network` is off for this session. Ask the user if the task needs the "
                 "network; do not try to get around it.")
-    return (f"workspace: the sandbox refused {len(refused)} network connection(s) to hosts not in "
+    return (f"workspace: the sandbox refused {count} network connection(s) to hosts not in "
             f"this session's allow list (setting `network`): {named}{more}. Ask the user to allow "
             "a host if the task needs it; do not try to get around the proxy.")

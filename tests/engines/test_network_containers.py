@@ -97,6 +97,10 @@ def test_a_list_goes_through_the_proxy_with_each_call_on_the_record(
     os.kill(int((sandbox / "egress.pid").read_text().split()[0]), signal.SIGKILL)
     again = claude.bash(FETCH.format(urls=[url]))
     assert again.stdout.split("\n")[:1] == [GREETING], again
+    # The fresh proxy knows the forwarder its predecessor met (egress.forwarder): its word
+    # still names the call.
+    last = json.loads(ws("status", "--json", check=True).stdout)["network"]["record"][-1]
+    assert (last["host"], last["call"], last["open"]) == ("127.0.0.2", "toolu_0004", False), last
     # The user turns the network off: the next call runs in a container made so.
     path.write_text("network: off\n")
     after = claude.bash("echo proxy=[$HTTP_PROXY]; " + DIRECT.format(port=server.port))

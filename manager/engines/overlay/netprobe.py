@@ -102,10 +102,9 @@ RECORD_WAIT = 5.0
 
 
 def _record(sandbox: Path) -> list[dict[str, object]]:
-    try:
-        return [json.loads(line) for line in (sandbox / "egress.jsonl").read_text().splitlines()]
-    except (OSError, ValueError):
-        return []
+    from manager.egress import record
+
+    return record.attempts(sandbox)
 
 
 def _run(sandbox: Path, port: int) -> tuple[str, str]:

@@ -10,9 +10,13 @@ sandbox; what it connects to is reached from the host. It reads one HTTP request
 (:mod:`.socks`, on the same port), checks host and port
 against the list, and either relays the connection to that one host or answers 403.
 Each attempt, allowed or refused, becomes a JSON line in the sandbox's ``egress.jsonl``
-with the call that made it. With ``network`` off or a list, the proxy also reads the
-namespace's watched way out (:mod:`.direct`): connections made around the proxy are
-refused at once and recorded too.
+with the call that made it, written when it is decided: a refusal is one line, an allowed
+connection an ``open`` line then a ``close`` line with its bytes (:mod:`.live`), so a tunnel
+held open is on the record while it lasts, and a proxy that stops closes what it holds.
+At most :data:`.live.LIMIT` connections are served at once; more are refused at once and
+counted on the record: what the sandbox may make the host's proxy hold is bounded. With
+``network`` off or a list, the proxy also reads the namespace's watched way out
+(:mod:`.direct`): connections made around the proxy are refused at once and recorded too.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import socket
 import threading
 import time
 
+from . import live
 from . import socks
 from .session_init import parent_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import selectors
     from collections.abc import Callable
 
     from .direct import Limiter
@@ -39,7 +45,7 @@ RECORD = "egress.jsonl"
 STATE = "network"            # "off" or "proxy PORT": read by the entry script for the env
 PORT = 3128                  # inside the sandbox's own network namespace: no other user
 HEAD_LIMIT = 64 << 10
-HEAD_TIMEOUT = 30.0
+HEAD_TIMEOUT = 10.0         # for the request head: a client sends it at once
 CONNECT_TIMEOUT = 10.0
 CHUNK = 1 << 16
 # The overlay entry script, by the names it has had (engines/overlay/enter.sh in the package layout).
@@ -118,7 +124,12 @@ def _proxy_main(sandbox: str, allow: list[str], channel: socket.socket, _: int) 
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
     os.setsid()
-    Proxy(sandbox, allow).serve(channel)
+    proxy = Proxy(sandbox, allow)
+    try:
+        live.on_term()
+        proxy.serve(channel)
+    finally:
+        proxy.live.close_all("the proxy stopped")
 
 
 def listen() -> list[socket.socket]:
@@ -195,6 +206,7 @@ class Proxy:
         self.sandbox = sandbox
         self.allow = allow
         self.lock = threading.Lock()
+        self.live = live.Live(self.record)
 
     def serve(self, channel: socket.socket) -> None:
         """Take the listeners the holder made in the sandbox's namespace, then accept on
@@ -233,7 +245,7 @@ class Proxy:
                     listener: socket.socket = key.fileobj  # type: ignore[assignment]
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
-                        threading.Thread(target=self.handle, args=(conn, holder), daemon=True).start()
+                        self.live.serve(conn, self.handle, holder)
 
     def watched(self, watcher: Watcher, holder: int) -> None:
         """A direct attempt: refused at once, recorded (once) with its call, found first
@@ -301,7 +313,7 @@ class Proxy:
                 entry.setdefault("error", exc.strerror or str(exc))
             entry["seconds"] = round(time.monotonic() - started, 3)
             if "host" in entry:
-                self.record(entry)
+                self.live.done(entry)
 
     def exchange(self, conn: socket.socket, entry: dict[str, object]) -> None:
         conn.settimeout(HEAD_TIMEOUT)
@@ -321,6 +333,7 @@ class Proxy:
                                      "allow list (setting `network`)\n"))
             return
         entry["allowed"] = True
+        tally = self.live.opened(entry)
         try:
             upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
         except OSError as exc:
@@ -332,14 +345,13 @@ class Proxy:
             upstream.settimeout(None)
             if method == "CONNECT":
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                up = len(rest)
             else:
-                up = len(head) + len(rest)
                 rest = head + rest
             if rest:
                 upstream.sendall(rest)
-            more_up, down = relay(conn, upstream)
-            entry.update(up=up + more_up, down=down)
+                tally[0] += len(rest)
+            relay(conn, upstream, tally)
+            entry.update(up=tally[0], down=tally[1])
 
     def exchange_socks(self, conn: socket.socket, entry: dict[str, object]) -> None:
         request = socks.request(conn)
@@ -355,6 +367,7 @@ class Proxy:
             conn.sendall(socks.reply(socks.NOT_ALLOWED))
             return
         entry["allowed"] = True
+        tally = self.live.opened(entry)
         try:
             upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
         except OSError as exc:
@@ -365,8 +378,8 @@ class Proxy:
             conn.sendall(socks.reply(socks.OK))
             conn.settimeout(None)
             upstream.settimeout(None)
-            up, down = relay(conn, upstream)
-            entry.update(up=up, down=down)
+            relay(conn, upstream, tally)
+            entry.update(up=tally[0], down=tally[1])
 
     def record(self, entry: dict[str, object]) -> None:
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
@@ -434,33 +447,43 @@ def answer(status: int, text: str) -> bytes:
             "\r\nConnection: close\r\n\r\n").encode() + body
 
 
-def relay(client: socket.socket, upstream: socket.socket) -> tuple[int, int]:
-    """Copy both ways until both sides are done; (bytes up, bytes down)."""
+def relay(client: socket.socket, upstream: socket.socket, tally: list[int] | None = None) -> tuple[int, int]:
+    """Copy both ways until both sides are done; (bytes up, bytes down), also added to
+    ``tally`` as they pass (what a proxy that stops records of a connection it holds)."""
     import selectors
 
-    counts = {client: 0, upstream: 0}
+    tally = [0, 0] if tally is None else tally
+    start = tally[:]
+    index = {client: 0, upstream: 1}
     other = {client: upstream, upstream: client}
     with selectors.DefaultSelector() as sel:
         for s in (client, upstream):
             sel.register(s, selectors.EVENT_READ)
-        while sel.get_map():
-            for key, _ in sel.select():
-                src: socket.socket = key.fileobj  # type: ignore[assignment]
-                try:
-                    data = src.recv(CHUNK)
-                except OSError:
-                    data = b""
-                if data:
-                    try:
-                        other[src].sendall(data)
-                    except OSError:
-                        return counts[client], counts[upstream]
-                    counts[src] += len(data)
-                    continue
-                sel.unregister(src)
-                with contextlib.suppress(OSError):
-                    other[src].shutdown(socket.SHUT_WR)
-    return counts[client], counts[upstream]
+        while sel.get_map() and _pass(sel, other, index, tally):
+            pass
+    return tally[0] - start[0], tally[1] - start[1]
+
+
+def _pass(sel: selectors.BaseSelector, other: dict[socket.socket, socket.socket],
+          index: dict[socket.socket, int], tally: list[int]) -> bool:
+    """One wait's worth of copying; False when a side cannot be written (the end)."""
+    for key, _ in sel.select():
+        src: socket.socket = key.fileobj  # type: ignore[assignment]
+        try:
+            data = src.recv(CHUNK)
+        except OSError:
+            data = b""
+        if data:
+            try:
+                other[src].sendall(data)
+            except OSError:
+                return False
+            tally[index[src]] += len(data)
+            continue
+        sel.unregister(src)
+        with contextlib.suppress(OSError):
+            other[src].shutdown(socket.SHUT_WR)
+    return True
 
 
 # -- which call made a connection -------------------------------------------------------

@@ -8,13 +8,17 @@ directory the container mounts read-only at ``/run/ws-egress``; the forwarder in
 (:mod:`.forwarder`) relays 127.0.0.1:3128 to it. Whatever connects (the forwarder, or a
 sandboxed process directly) reaches only this proxy, which connects only to listed hosts.
 
-The call behind a connection is found on the host, from the process's ancestry: the client
-socket (by the port the forwarder names, in the container's own TCP table; else the unix
-peer's pid), its owner, then its topmost ancestor in the container's pid namespace, which
-for a call is the ``ws-exec --id ID`` the entry script exec'd; ``running/ID`` (host-written)
-names that entry script, whose report file names the call. A process in the container may
-name another live connection's port: its attempt is then put on that connection's call
-(never on a call that has no connection open to the forwarder).
+The call behind a connection is found on the host, from the process's ancestry, and the
+kernel names the process: the unix peer (SO_PEERCRED, a pid in this, the host's, pid
+namespace). Only when that peer is the forwarder is its first line (``WSFWD PORT``) taken:
+the client's port, whose socket in the container's own TCP table names the process. The
+forwarder is the peer that said hello (``WSFWD ready``) while the engine waited for it,
+before any call could run: its pid is kept in ``SANDBOX/egress.forwarder`` for a proxy
+started again (``--restart``). Anyone else's ``WSFWD`` line is read and ignored: the
+attempt is its own (a forged port cannot make it no one's, or another's). Then
+the process's topmost ancestor in the container's pid namespace, which for a call is the
+``ws-exec --id ID`` the entry script exec'd; ``running/ID`` (host-written) names that entry
+script, whose report file names the call.
 
 Run as ``python -I .../engines/overlay egress-proxy SANDBOX [--restart]``: it binds, says
 ``bound``, reads the container init's host pid on stdin, waits for the forwarder's hello
@@ -33,12 +37,14 @@ import threading
 import time
 
 from . import egress_proxy
+from . import live
 from .egress_proxy import Proxy
 from .session_init import parent_of
 
 DIR = "egress"             # SANDBOX/egress/, mounted read-only at MOUNT in the container
 MOUNT = "/run/ws-egress"
 SOCKET = "proxy.sock"
+FORWARDER = "egress.forwarder"   # SANDBOX/: "PID START" of the forwarder, as this proxy sees it
 PREAMBLE = b"WSFWD "       # the forwarder's first line: "WSFWD PORT" or "WSFWD ready"
 HELLO_TIMEOUT = 60.0
 # The container engines' entry script, by the names it has had; argv[8] is its report file.
@@ -47,30 +53,38 @@ _CALL_ID = re.compile(rb"^[A-Za-z0-9._-]{1,200}$")
 
 
 class ContainerProxy(Proxy):
-    def __init__(self, sandbox: str, allow: list[str], init: int) -> None:
+    def __init__(self, sandbox: str, allow: list[str], init: int, hello: bool = True) -> None:
         super().__init__(sandbox, allow)
         self.init = init
         self.depth = ns_depth(init)
         self.ready = threading.Event()
+        self.forwarder = 0 if hello else known_forwarder(sandbox)
 
     def handle(self, conn: socket.socket, holder: int, call: str | None = None) -> None:
         try:
             conn.settimeout(egress_proxy.HEAD_TIMEOUT)
+            peer = peer_pid(conn)
             word = preamble(conn)
         except OSError:
             conn.close()
             return
         if word == b"ready":
-            self.ready.set()
+            if not self.forwarder and peer is not None and ns_depth(peer) == self.depth:
+                self.forwarder = peer
+                keep_forwarder(self.sandbox, peer)
+                self.ready.set()
             conn.close()
             return
+        if peer != self.forwarder or not self.forwarder:   # not the forwarder: no one's word
+            word = None
         port = int(word) if word is not None and word.isdigit() else None
-        super().handle(conn, holder, self.call(conn, port))
+        super().handle(conn, holder, self.call(peer, port))
 
-    def call(self, conn: socket.socket, port: int | None) -> str:
+    def call(self, peer: int | None, port: int | None) -> str:
+        """The call of the forwarder's client on ``port``, else of the peer itself."""
         try:
             if port is None:
-                pid: int | None = peer_pid(conn)
+                pid = peer
             else:
                 inode = egress_proxy._socket_inode(self.init, ("tcp", "tcp6"), port, egress_proxy.PORT)
                 pid = owner(inode, self.depth) if inode else None
@@ -124,7 +138,7 @@ class ContainerProxy(Proxy):
                                                   "forwarder listened (the image needs python3)")
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
-                        threading.Thread(target=self.handle, args=(conn, self.init), daemon=True).start()
+                        self.live.serve(conn, self.handle, self.init)
                 if not said and self.ready.is_set():
                     said = True
                     _say("ready")
@@ -134,12 +148,32 @@ class ContainerProxy(Proxy):
 
 def preamble(conn: socket.socket) -> bytes | None:
     """The forwarder's word ("ready" or the client's port), consumed; None when the peer
-    went straight to HTTP or SOCKS (a process that connected to the socket itself)."""
+    went straight to HTTP or SOCKS (a process that connected to the socket itself). Whose
+    word it is, the caller asks the kernel."""
     head = conn.recv(64, socket.MSG_PEEK)
     if not head.startswith(PREAMBLE) or b"\n" not in head:
         return None
     line = conn.recv(head.index(b"\n") + 1)
     return line[len(PREAMBLE):].strip()
+
+
+def keep_forwarder(sandbox: str, pid: int) -> None:
+    path = os.path.join(sandbox, FORWARDER)
+    with contextlib.suppress(OSError), open(path + ".tmp", "w", encoding="ascii") as f:
+        f.write(f"{pid} {_start_time(pid)}\n")
+    with contextlib.suppress(OSError):
+        os.replace(path + ".tmp", path)
+
+
+def known_forwarder(sandbox: str) -> int:
+    """The forwarder an earlier proxy of this container met, if it still runs; else 0 (no
+    one's ``WSFWD`` is taken: each connection is its peer's)."""
+    try:
+        with open(os.path.join(sandbox, FORWARDER), encoding="ascii") as f:
+            pid, start = f.read().split()[:2]
+    except (OSError, ValueError):
+        return 0
+    return int(pid) if pid.isdigit() and _start_time(int(pid)) == start else 0
 
 
 def peer_pid(conn: socket.socket) -> int | None:
@@ -224,8 +258,13 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         _say(f"error: the container's init: {exc}")
         return 1
-    proxy = ContainerProxy(sandbox, [str(a) for a in allow] if isinstance(allow, list) else [], int(line))
-    why = proxy.serve_unix(listener, pidfd, hello)
+    allowed = [str(a) for a in allow] if isinstance(allow, list) else []
+    proxy = ContainerProxy(sandbox, allowed, int(line), hello)
+    try:
+        live.on_term()
+        why = proxy.serve_unix(listener, pidfd, hello)
+    finally:
+        proxy.live.close_all("the proxy stopped")
     if why:
         _say(f"error: {why}")
         return 1

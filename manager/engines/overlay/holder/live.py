@@ -1,0 +1,131 @@
+"""The egress proxy's connections while they last (issue 24; stdlib only: the holder's).
+
+Two rules live here. **Record at connect, complete at close**: an allowed connection is put
+on the record when it is decided (an ``open`` line: host, port, call, time, a ``conn`` id)
+and completed when it ends (a ``close`` line with the same id: bytes, seconds, error); a
+refusal is complete at once (one line). The reader (manager/egress/record.py) merges them
+and shows an attempt with no close as open. A proxy that stops (its container ended, SIGTERM
+from commit or discard, its holder gone) writes the closes of what it still holds, with the
+bytes so far. **The sandbox's limits bound its cost on the host**: at most :data:`LIMIT`
+connections are served at once, each by a thread; one more is closed at once and counted on
+the record (``via: limit``, one line per burst), as is one whose thread cannot start
+(RuntimeError at the user's thread limit: the proxy goes on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+LIMIT = 64            # connections served at once (a container's pids limit, say)
+SAY_EVERY = 1.0       # at most one over-the-limit line a second; the rest counted in it
+CLOSE_FIELDS = ("up", "down", "seconds", "error")
+
+
+class Live:
+    def __init__(self, record: Callable[[dict[str, object]], None]) -> None:
+        self.record = record
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(LIMIT)
+        self.held: dict[str, tuple[dict[str, object], list[int], float]] = {}
+        self.prefix = f"{os.getpid()}.{os.urandom(3).hex()}"
+        self.count = 0
+        self.refused = 0          # over the limit, not yet on the record
+        self.said = 0.0
+
+    # -- the bound -----------------------------------------------------------------------
+
+    def serve(self, conn: socket.socket, handle: Callable[..., None], *args: object) -> None:
+        """``handle(conn, *args)`` on a thread of its own, if a slot is free; else refuse."""
+        if not self.slots.acquire(blocking=False):
+            self.refuse(conn, f"too many connections at once (at most {LIMIT})")
+            return
+        try:
+            threading.Thread(target=self._run, args=(handle, conn, *args), daemon=True).start()
+        except RuntimeError:   # the user's thread limit: this connection, not the proxy
+            self.slots.release()
+            self.refuse(conn, "too many connections (the proxy cannot start a thread)")
+
+    def _run(self, handle: Callable[..., None], conn: socket.socket, *args: object) -> None:
+        try:
+            handle(conn, *args)
+        finally:
+            self.slots.release()
+            if self.refused:
+                self.say_refused("too many connections at once", force=True)
+
+    def refuse(self, conn: socket.socket, why: str) -> None:
+        with contextlib.suppress(OSError):
+            conn.close()
+        with self.lock:
+            self.refused += 1
+        self.say_refused(why)
+
+    def say_refused(self, why: str, force: bool = False) -> None:
+        """One line for the refusals since the last (not more than one a second, unless
+        ``force``: a slot freed, the burst is over)."""
+        now = time.monotonic()
+        with self.lock:
+            if not self.refused or (not force and now - self.said < SAY_EVERY):
+                return
+            count, self.refused, self.said = self.refused, 0, now
+        self.record({"time": round(time.time(), 3), "host": "", "port": 0, "via": "limit",
+                     "allowed": False, "count": count, "error": why, "call": ""})
+
+    # -- open and close --------------------------------------------------------------------
+
+    def opened(self, entry: dict[str, object]) -> list[int]:
+        """Put an allowed connection on the record now; its [up, down] tally, which the
+        relay adds to as bytes pass."""
+        tally = [0, 0]
+        with self.lock:
+            self.count += 1
+            entry["conn"] = f"{self.prefix}.{self.count}"
+            self.held[str(entry["conn"])] = (entry, tally, time.monotonic())
+        self.record({**entry, "state": "open", "up": 0, "down": 0})
+        return tally
+
+    def done(self, entry: dict[str, object]) -> None:
+        """The attempt is over: its close line (an allowed one), or its only line."""
+        if "conn" not in entry:
+            self.record(entry)
+            return
+        with self.lock:
+            held = self.held.pop(str(entry["conn"]), None)
+        if held is not None:   # else the proxy's stop closed it already
+            self.record(_close(entry))
+
+    def close_all(self, why: str) -> None:
+        """The proxy stops: close what it holds, with the bytes so far."""
+        with self.lock:
+            held, self.held = list(self.held.values()), {}
+        for entry, tally, started in held:
+            self.record(_close({**entry, "up": tally[0], "down": tally[1], "error": why,
+                                "seconds": round(time.monotonic() - started, 3)}))
+        if self.refused:
+            self.say_refused("too many connections at once", force=True)
+
+
+def _close(entry: dict[str, object]) -> dict[str, object]:
+    """The close line: the attempt's id and names (a reader that lost the open line still
+    knows it), and what only the end knows."""
+    line: dict[str, object] = {k: entry[k] for k in ("conn", "host", "port", "call") if k in entry}
+    line.update({k: entry[k] for k in CLOSE_FIELDS if k in entry})
+    line.update(state="close", closed=round(time.time(), 3))
+    return line
+
+
+def on_term() -> None:
+    """SIGTERM ends the proxy through its ``finally`` (which closes what it holds), not at once."""
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)

@@ -1,0 +1,97 @@
+"""The egress record's two-line attempts and the proxy's bound (holder/live.py, egress/record.py):
+an allowed connection is on the record from the moment it is decided (``open``), completed
+when it ends (``close``), closed by a proxy that stops; more connections than the bound are
+refused at once and counted. The proxy's real writer, real sockets and threads."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+from manager.egress import record
+from manager.engines.overlay.holder import live
+from manager.engines.overlay.holder.egress_proxy import Proxy
+
+
+def lines(sandbox: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (sandbox / record.RECORD).read_text().splitlines()]
+
+
+def test_an_allowed_connection_is_open_on_the_record_until_it_closes(tmp_path: Path):
+    proxy = Proxy(str(tmp_path), ["example.org"])
+    entry: dict[str, object] = {"time": 1.0, "call": "toolu_1", "method": "CONNECT",
+                                "host": "example.org", "port": 443, "allowed": True}
+    tally = proxy.live.opened(entry)
+    [seen] = record.attempts(tmp_path)
+    assert seen["open"] is True and seen["call"] == "toolu_1" and seen["host"] == "example.org"
+    assert record.as_json(tmp_path)["open"] == 1
+    assert "1 still open" in "\n".join(record.render(tmp_path))
+    tally[0] += 5
+    proxy.live.done({**entry, "up": 5, "down": 7, "seconds": 0.5})
+    [seen] = record.attempts(tmp_path)
+    assert (seen["open"], seen["up"], seen["down"], seen["time"]) == (False, 5, 7, 1.0)
+    assert [e["state"] for e in lines(tmp_path)] == ["open", "close"]
+
+
+def test_a_proxy_that_stops_closes_what_it_holds_with_the_bytes_so_far(tmp_path: Path):
+    proxy = Proxy(str(tmp_path), ["example.org"])
+    entry: dict[str, object] = {"time": 1.0, "call": "toolu_1", "host": "example.org",
+                                "port": 443, "allowed": True}
+    tally = proxy.live.opened(entry)
+    tally[:] = [50000, 12]
+    proxy.live.close_all("the proxy stopped")
+    proxy.live.done({**entry, "up": 1, "down": 1})   # the relay ending after: no second close
+    [seen] = record.attempts(tmp_path)
+    assert (seen["open"], seen["up"], seen["down"], seen["error"]) == \
+        (False, 50000, 12, "the proxy stopped")
+    assert len(lines(tmp_path)) == 2
+
+
+def test_the_reader_takes_a_torn_last_line_and_a_close_without_its_open(tmp_path: Path):
+    opened = {"conn": "1.a.1", "state": "open", "host": "a.example", "port": 80,
+              "allowed": True, "call": "toolu_1", "up": 0, "down": 0}
+    orphan = {"conn": "1.a.2", "state": "close", "host": "b.example", "port": 80,
+              "call": "toolu_2", "up": 3, "down": 4}
+    refused = {"host": "c.example", "port": 80, "allowed": False, "call": "toolu_2"}
+    text = "".join(json.dumps(e) + "\n" for e in (opened, orphan, refused))
+    (tmp_path / record.RECORD).write_text(text + '{"conn": "1.a.1", "state": "clo')
+    seen = record.attempts(tmp_path)
+    assert [(e["host"], e["open"]) for e in seen] == \
+        [("a.example", True), ("b.example", False), ("c.example", False)]
+
+
+def test_connections_over_the_bound_are_refused_at_once_and_counted(tmp_path: Path):
+    proxy = Proxy(str(tmp_path), [])
+    release = threading.Event()
+    served = []
+
+    def hold(conn: socket.socket) -> None:
+        served.append(conn)
+        release.wait(10)
+        conn.close()
+
+    peers = []
+    for _ in range(live.LIMIT + 6):
+        ours, theirs = socket.socketpair()
+        peers.append(theirs)
+        proxy.live.serve(ours, hold)
+    for p in peers[live.LIMIT:]:
+        p.settimeout(5)
+        assert p.recv(1) == b""   # closed at once
+    assert len(served) == live.LIMIT
+    release.set()
+    for p in peers:
+        p.close()
+    # The first refusal is written at once, the burst's rest when a slot frees.
+    deadline = time.monotonic() + 10
+    while sum(map(record.size, record.attempts(tmp_path))) < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    entries = record.attempts(tmp_path)
+    assert sum(map(record.size, entries)) == 6, entries
+    assert all(e["via"] == "limit" and e["allowed"] is False for e in entries)
+    data = record.as_json(tmp_path)
+    assert (data["attempts"], data["refused"]) == (6, 6)
+    assert "REFUSED (too many connections at once)" in "\n".join(record.render(tmp_path))
