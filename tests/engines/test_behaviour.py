@@ -141,31 +141,32 @@ def test_killing_the_caller_kills_the_tree(project: Path, tmp_path: Path, engine
     caller = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                _spawner(marker, ready)], cwd=project)
     # The ready file is written inside the sandbox: look for it in the upper layer.
-    _wait_for_any(tmp_path / "state", ready.name)
+    _wait_for_any(tmp_path / "state", ready)
     caller.send_signal(signum)
     caller.wait(timeout=30)
     _assert_gone(marker)
 
 
-def _wait_for_any(root: Path, name: str, timeout: float = 60) -> None:
+def _wait_for_any(root: Path, made: Path, timeout: float = 60) -> None:
+    """Wait until the sandbox made ``made`` (a path in the project): its upper layer under
+    ``root`` holds it, or in volume mode the session's container shows it."""
     deadline = time.monotonic() + timeout
-    while not (any(root.rglob(name)) or _in_volumes(root, name)):
-        assert time.monotonic() < deadline, f"{name} never appeared under {root}"
+    while not (any(root.rglob(made.name)) or _in_volumes(root, made)):
+        assert time.monotonic() < deadline, f"{made.name} never appeared under {root}"
         time.sleep(0.1)
 
 
-def _in_volumes(state: Path, name: str) -> bool:
-    """Volume mode: the upper layer is in the engine's volume, asked through the engine (its
-    directory on the host is the daemon's, unreadable for an ordinary caller)."""
+def _in_volumes(state: Path, made: Path) -> bool:
+    """Volume mode: the upper layer is in the engine's volume, which no call of the session's
+    container can reach (covered): the container's overlay, at the project's path, shows it."""
     if os.environ.get("WORKSPACE_CONTAINER__UPPER") != "volume":
         return False
     cli = os.environ["WORKSPACE_ENGINE"]
     ids = subprocess.run([cli, "ps", "-q", "--filter",
                           f"label=org.workspace.state={state / 'workspace'}"],
                          capture_output=True, text=True).stdout.split()
-    return any(subprocess.run([cli, "exec", "-u", "0", cid, "find", "/run/ws-vol/upper", "-name",
-                               name, "-print", "-quit"], capture_output=True,
-                              text=True).stdout.strip() for cid in ids)
+    return any(subprocess.run([cli, "exec", "-u", "0", cid, "test", "-e", str(made)],
+                              capture_output=True).returncode == 0 for cid in ids)
 
 
 def test_writing_into_its_own_upper_directory_stays_contained(ws, tmp_path: Path,
@@ -249,7 +250,7 @@ def test_commit_refuses_while_a_command_runs(ws, project: Path, tmp_path: Path, 
     runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                f"echo x > busy; touch {ready}; sleep 20"], cwd=project)
     try:
-        _wait_for_any(tmp_path / "state", ready.name)
+        _wait_for_any(tmp_path / "state", ready)
         started = time.monotonic()
         proc = ws("commit")
         assert proc.returncode == 1 and "busy" in proc.stderr
@@ -268,7 +269,7 @@ def test_commit_waits_for_a_running_command_up_to_its_setting(ws, project: Path,
     runner = subprocess.Popen([sys.executable, "-m", "manager", "run", "-c",
                                "echo x > early; touch ready; sleep 1; echo y > late"], cwd=project)
     try:
-        _wait_for_any(tmp_path / "state", "ready")
+        _wait_for_any(tmp_path / "state", project / "ready")
         proc = ws("commit")
         assert proc.returncode == 0, proc.stderr
         assert runner.wait(timeout=30) == 0

@@ -92,12 +92,22 @@ shown() {
 # the container's is read); the container's own programs run only after the drop, and `env`
 # there gives the call its LC_ALL back.
 # Every call of a container made for volume mode (as recorded when it was made: the `volume`
-# mark goes before the container does, while commit releases it), whatever its uid: rootless
-# podman hands the container's capabilities to other uids too, as ambient ones.
-drop=() drop_env=()
+# mark goes before the container does, while commit releases it), whatever its uid: another
+# uid's call keeps the capability in its bounding set (a setuid-root program of the image,
+# sudo in a devcontainer, would get it back), and rootless podman hands it to other uids as
+# an ambient one. So every call starts as root, drops it from the bounding set, and only
+# then becomes the caller (uid, gid, the groups the image gave the caller as the container
+# started: container/upper.py GROUPS), with no inheritable or ambient capability left.
+drop=() drop_env=() as=$U
 if [[ $made == volume || -e $S/volume ]]; then
-    t=/.ws-prologue restore=(-u LC_ALL) caps=(--inh-caps=-all --ambient-caps=-all)
-    [[ ${U%%:*} == 0 ]] && caps=(--bounding-set -sys_admin)
+    t=/.ws-prologue restore=(-u LC_ALL) caps=(--bounding-set -sys_admin) as=0:0
+    if [[ ${U%%:*} != 0 ]]; then
+        groups=
+        read -r groups 2>/dev/null <"$S/call.groups"
+        [[ $groups =~ ^[0-9]+(,[0-9]+)*$ ]] || groups=${U#*:}
+        caps+=(--reuid "${U%%:*}" --regid "${U#*:}" --groups "$groups"
+               --inh-caps=-all --ambient-caps=-all)
+    fi
     case ${LC_ALL-unset} in C|C.*|POSIX|"") restore=("LC_ALL=$LC_ALL") ;; esac   # as below
     drop=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv" "${caps[@]}" --
           env "${restore[@]}")
@@ -134,7 +144,7 @@ read -r -a me </proc/$$/stat
 # As the call's own uid: root in the container (no CAP_SYS_PTRACE) cannot read the environ of
 # another uid's processes, so it would miss the call's setsid escapees.
 kill_call() {
-    "$CLI" exec -u "$U" "${drop_env[@]}" "$CTR" "${drop[@]}" ws-exec --kill "$id" "$1" "$GRACE" \
+    "$CLI" exec -u "$as" "${drop_env[@]}" "$CTR" "${drop[@]}" ws-exec --kill "$id" "$1" "$GRACE" \
         >/dev/null 2>&1 8>&- 3<&-
 }
 
@@ -166,7 +176,7 @@ unset m
 eval "unset __ws_cmd; $__ws_cmd"'
 exec 3<&0
 (trap '' INT TERM HUP QUIT
- exec "$CLI" exec -i -u "$U" "${envs[@]}" "${drop_env[@]}" "$CTR" "${drop[@]}" \
+ exec "$CLI" exec -i -u "$as" "${envs[@]}" "${drop_env[@]}" "$CTR" "${drop[@]}" \
      ws-exec --id "$id" --host-pid $$ -- /bin/bash -c "$inner" bash "$CWD" "$CMD" "$OUT" "$__WS_CWD_ELSE") <&3 3<&- 8>&- &
 client=$!
 exec 3<&-
@@ -220,7 +230,7 @@ final_cwd() {
 remote_ran=
 if [[ -e $S/remote ]]; then
     if [[ -n $OUT || $rc -ge 125 ]]; then
-        "$CLI" exec -u "$U" "$CTR" sh -c 'cat "$1" && rm -f "$1"' sh "/run/ws-calls/$id.m" \
+        "$CLI" exec -u "$as" "${drop_env[@]}" "$CTR" "${drop[@]}" sh -c 'cat "$1" && rm -f "$1"' sh "/run/ws-calls/$id.m" \
             >"$mark" 2>/dev/null 8>&- </dev/null || rm -f "$mark"
     else
         remote_ran=1   # the exec client reports its own failures as 125 and up

@@ -132,27 +132,49 @@ def volume_options(session: Session) -> dict[str, Any]:
 
 def fill_volume(client: ContainerClient, session: Session, fresh: bool,
                 remote: bool = False) -> None:
-    """Push the host's upper into a fresh volume (then mark it), and mount the overlay."""
+    """Push the host's upper into a fresh volume (then mark it), mount the overlay, cover
+    the volume, and record the caller's groups in the image (:data:`GROUPS`)."""
     if fresh:
         push_upper(client, session)
         (session.sandbox / VOLUME_MARK).write_text(volume_name(session) + "\n")
     # The overlay's root is the upper dir's root: it takes the project's owner and mode,
     # or a caller who is not root could not write in the project's top directory.
+    # Once mounted, the overlay holds its layers itself: the volume's own mount point is
+    # covered by an empty read-only tmpfs, so no call reaches the upper or work directory
+    # past the overlay (a root call renamed the upper away and every export failed; the
+    # export reads the volume in a helper container of its own). Covered, not unmounted:
+    # rootless podman's mounts are locked in the container's namespace.
     upper = f"{VOLUME_MOUNT}/upper"
     mount = (f"({INSTALL_PROLOGUE}) && " +
              (f"mount -o remount,bind,ro {LOWER_MOUNT} && " if remote else "") +   # its copy
              f'chown --reference={LOWER_MOUNT} {upper} && '
              f'chmod --reference={LOWER_MOUNT} {upper} && mkdir -p "$1" && '
              f'mount -t overlay overlay -o lowerdir={LOWER_MOUNT},upperdir={upper},'
-             f'workdir={VOLUME_MOUNT}/work "$1"')
+             f'workdir={VOLUME_MOUNT}/work "$1" && '
+             f'mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0 ws-covered {VOLUME_MOUNT} && '
+             '{ id -G "$2" 2>/dev/null || echo "$3"; }')
+    uid, gid = os.getuid(), os.getgid()
     try:
-        client.exec_root(container_of(session), ["sh", "-c", mount, "sh", session.project])
+        groups = client.exec_root(container_of(session),
+                                  ["sh", "-c", mount, "sh", session.project, str(uid), str(gid)])
     except ContainerCommandError as exc:
         raise EngineUnavailable(
             f"the container of session {session.id} cannot mount its overlay: "
             f"{exc.stderr.strip()}",
             hint="volume mode needs CAP_SYS_ADMIN in the container and overlayfs in the "
                  "engine's kernel (see docs/containers.md); or set container.upper: host") from exc
+    write_groups(session, groups.split(), gid)
+
+
+GROUPS = "call.groups"   # volume mode: the groups a call of another uid than root takes
+
+
+def write_groups(session: Session, words: list[str], gid: int) -> None:
+    """The caller's groups as the image's own files gave them as the container started (no
+    call had run): a call of another uid than root starts as root and drops to the caller
+    through the prologue (enter.sh), which reads no file of the container's."""
+    ids = [w for w in words if w.isdigit()] or [str(gid)]
+    (session.sandbox / GROUPS).write_text(",".join(ids) + "\n")
 
 
 def push_upper(client: ContainerClient, session: Session) -> None:
