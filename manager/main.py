@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except WorkspaceError as exc:
-        print(f"workspace: error: {exc}", file=sys.stderr)
+        from manager import ui
+        ui.err(f"workspace: error: {exc}")
         return 1
     except BrokenPipeError:
         # Output piped into `head` and the like: not an error worth a trace.
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("workspace: interrupted", file=sys.stderr)
+        from manager import ui
+        ui.err("workspace: interrupted")
         return 130
     except Exception:  # noqa: BLE001 - one place turns crashes into a log and exit 3
         return _crash()
@@ -86,9 +88,9 @@ def _crash() -> int:
     with open(log, "w", encoding="utf-8") as f:
         f.write(f"workspace {__version__}, Python {platform.python_version()}, "
                 f"{platform.platform()}\nargv: {sys.argv!r}\n\n{traceback.format_exc()}")
-    print(f"workspace: unexpected error: {sys.exc_info()[1]!r}\n"
-          f"a crash log was written to {log}; please include it in a bug report",
-          file=sys.stderr)
+    from manager import ui
+    ui.err(f"workspace: unexpected error: {sys.exc_info()[1]!r}\n"
+           f"a crash log was written to {log}; please include it in a bug report")
     return 3
 
 

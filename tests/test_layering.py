@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "hide": {"config", "errors", "fastjson", "fs", "session.paths"},   # what sandboxes hide
     "egress": {"config", "errors", "fastjson", "fs", "ui"},   # ui: the record's hosts shown quoted
     "engines": {"changes", "commit", "config", "egress", "errors", "fastjson", "fs", "hide",
-                "record", "session.paths", "session.store"},
+                "record", "session.paths", "session.store", "ui"},   # ui: notes through the sink
     "session": {"changes", "config", "engines", "errors", "fastjson", "fs", "hide", "record",
                 "versioning"},                        # and its own record (the units above)
     "guardrails": {"changes", "config", "egress", "engines", "errors", "fs", "git",
@@ -56,7 +56,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors",
                  "fastjson", "git", "guardrails", "hide", "review", "service", "session", "ui",
                  "versioning"},                       # fastjson: run_lean, the lean `run`
-    "main": {"errors", "commands", "__init__"},
+    "main": {"errors", "commands", "ui", "__init__"},   # ui: errors through the sink's filter
     "__main__": {"main"},
     "__init__": set(),
 }

@@ -7,9 +7,9 @@ import contextlib
 import functools
 import os
 import shlex
-import sys
 from pathlib import Path
 
+from manager import ui
 from manager.commands import run_lean
 from manager.commands.common import session_args
 from manager.engines import registry
@@ -52,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args, command)
     except WorkspaceError as exc:
-        print(f"workspace: error: {exc}", file=sys.stderr)
+        ui.err(f"workspace: error: {exc}")
     except OSError as exc:  # e.g. an unusable state directory
-        print(f"workspace: error: the sandbox could not be prepared: {exc}\n"
-              "hint: run `workspace doctor`", file=sys.stderr)
+        ui.err(f"workspace: error: the sandbox could not be prepared: {exc}\n"
+               "hint: run `workspace doctor`")
     return SANDBOX_FAILED
 
 
@@ -96,7 +96,7 @@ def _state_engine_drift(ctx: Context, session: Session) -> None:
     if session.extra.get("engine_drift_stated") == drift:
         return
     if drift is not None:
-        print(f"workspace: note: {drift}", file=sys.stderr)
+        ui.err(f"workspace: note: {drift}")
     session.extra["engine_drift_stated"] = drift
     store.save(session)
 

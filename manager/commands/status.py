@@ -103,7 +103,7 @@ def _network_only(session: Session, as_json: bool) -> int:
         ui.dump_json({"session": session.id, **data, "calls": record.by_call(data["record"])})
         return 0
     for line in record.render_calls(session.sandbox):
-        print(ui.paint(line, "red") if "REFUSED" in line else line)
+        ui.out(ui.paint(line, "red") if "REFUSED" in line else line)
     return 0
 
 

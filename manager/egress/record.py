@@ -156,7 +156,7 @@ def by_call(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def describe(entry: dict[str, Any]) -> str:
     verdict = "allowed" if entry.get("allowed") else "REFUSED"
-    what = way(entry) or str(entry.get("method") or "")
+    what = way(entry) or _quoted(entry.get("method") or "")
     query = f" (dns {_quoted(entry['query'])})" if entry.get("query") else ""
     sent = f", {entry.get('up', 0)} B up, {entry.get('down', 0)} B down" if entry.get("allowed") else ""
     if entry.get("open"):

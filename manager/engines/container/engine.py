@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from manager import ui
 from manager.changes.model import Layer
 from manager.config import Config
 from manager.engines import procs
@@ -238,7 +239,7 @@ class ContainerEngine:
             with self._lock(session):
                 container_upper.export_upper(self.client, session, self._export_helper(session))
         except WorkspaceError as exc:
-            print(f"workspace: showing the changes exported last; {exc}", file=sys.stderr)
+            ui.err(f"workspace: showing the changes exported last; {exc}")
 
     def _export_helper(self, session: Session) -> list[str]:
         return container_upper.export_helper(self.client, session, self.identity())

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from manager import config as config_mod
+from manager import ui
 from manager.config import Config
 from manager.engines.container.cli import ContainerClient
 from manager.errors import EngineUnavailable
@@ -153,9 +153,8 @@ def choose(config: Config, project: Path) -> tuple[str, Devcontainer | None]:
         return str(config["container.image"]), None
     spec = load(path)
     if not config_mod.is_trusted_digest(path, spec.digest()):
-        print(f"workspace: {path} is not trusted (it decides what commands run in): using "
-              f"{config['container.image']}; read it, then `workspace config trust`",
-              file=sys.stderr)
+        ui.err(f"workspace: {path} is not trusted (it decides what commands run in): using "
+               f"{config['container.image']}; read it, then `workspace config trust`")
         return str(config["container.image"]), None
     return spec.tag(), spec
 
@@ -182,7 +181,7 @@ def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> No
         argv += ["--build-arg", f"{key}={value}"]
     if spec.target:
         argv += ["--target", spec.target]
-    print(f"workspace: building {image} from {spec.path} (once)", file=sys.stderr)
+    ui.err(f"workspace: building {image} from {spec.path} (once)")
     env = dict(os.environ, DOCKER_BUILDKIT=os.environ.get("DOCKER_BUILDKIT", "0"))
     proc = ContainerClient(cli).build([*argv, str(spec.context)], env, BUILD_TIMEOUT)
     if proc.returncode != 0:

@@ -20,11 +20,11 @@ import json
 import os
 import shlex
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
+from manager import ui
 from manager.engines.container.base import EngineShape
 from manager.engines.container.base import container_of
 from manager.engines.container.base import resource_name
@@ -114,8 +114,8 @@ def make_volume(client: ContainerClient, session: Session, labels: dict[str, str
         if client.volume_exists(name):
             return False
         # Lost (removed by hand): what it held since the last export is gone.
-        print(f"workspace: volume {name} of session {session.id} is gone; continuing "
-              f"from the last exported changes", file=sys.stderr)
+        ui.err(f"workspace: volume {name} of session {session.id} is gone; continuing "
+               f"from the last exported changes")
         (session.sandbox / VOLUME_MARK).unlink()
     if client.volume_exists(name):   # left over, never marked: stale by definition
         client.remove_volume(name)

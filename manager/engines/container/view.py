@@ -27,11 +27,11 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from manager import ui
 from manager.changes.meta import IdMap
 from manager.changes.model import Layer
 from manager.engines.container import levels as container_levels
@@ -112,8 +112,8 @@ def _rootless_view(found: list[str], storage: tuple[str, ...],
         if reason is None:
             kept.append(path)
         else:
-            print(f"workspace: {path} is not overlaid in this container: {reason}; "
-                  "it is the image's", file=sys.stderr)
+            ui.err(f"workspace: {path} is not overlaid in this container: {reason}; "
+                   "it is the image's")
     return kept
 
 
@@ -389,7 +389,7 @@ def _plans(session: Session, targets: list[str], points: set[str],
                                   session.project)
     container_levels.build(session.sandbox, shown)
     for path, why in shown.hidden:
-        print(container_levels.hidden_note(path, why), file=sys.stderr)
+        ui.err(container_levels.hidden_note(path, why))
     return {home: shown}
 
 

@@ -174,8 +174,9 @@ class OverlayEngine:
         other = os.environ.pop(CWD_ELSE, "")   # the hook's: the client's own directory
         if other.startswith("/") and other != cwd:
             found = self._cwd_inside(session, other)
-            print("workspace: the directory the last command reported ending in does not exist "
-                  f"in the sandbox; starting in {found}", file=sys.stderr)
+            from manager import ui
+            ui.err("workspace: the directory the last command reported ending in does not exist "
+                   f"in the sandbox; starting in {found}")
             return found
         where = "outside only (removed inside the sandbox?)" if os.path.isdir(cwd) else "nowhere"
         raise EngineUnavailable(f"{cwd} does not exist in the sandbox; it exists {where}",
