@@ -10,12 +10,13 @@ line; ``status --network`` prints them raw.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.engines.support import allow_hosts
 from tests.engines.test_network import Server
+from tests.engines.test_network import server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.as_user
 
@@ -33,19 +34,10 @@ EOF
 """
 
 
-@pytest.fixture
-def server() -> Iterator[Server]:
-    s = Server()
-    yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
-
 
 def test_a_hosts_control_characters_do_not_reach_the_review(ws, tmp_path: Path, project: Path,
-                                                              server: Server):
-    path = tmp_path / "config/workspace/config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"engine: overlay\nnetwork: ['127.0.0.2:{server.port}']\n")
+                                                              server: Server):  # noqa: F811
+    allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"], "engine: overlay\n")
     proc = ws("run", "--cwd", str(project), "-c", SOCKS.format(host=HOST), check=True)
     assert proc.stdout.splitlines() == ["reply 2"], proc.stdout   # refused: not listed
     for argv in (["status", "--no-pager"], ["status", "--network"]):

@@ -18,6 +18,7 @@ from manager.engines import procs
 from tests.claude.conftest import Claude
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.engines.support import allow_hosts
 from tests.engines.test_network import Server
 from tests.engines.test_network import server  # noqa: F401 - the fixture
 
@@ -36,9 +37,7 @@ sleep 2; echo held
 @pytest.mark.parametrize("engine_name", ["podman", "docker"], indirect=True)
 def test_an_open_connection_is_on_the_record(
         engine_name: str, ws, tmp_path: Path, project: Path, server: Server):  # noqa: F811
-    path = tmp_path / "config/workspace/config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"network: ['127.0.0.2:{server.port}']\n")
+    allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"])
     claude = Claude(project, tmp_path)
     claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
     claude.start()

@@ -16,6 +16,7 @@ import pytest
 from tests.claude.conftest import Claude
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.engines.support import allow_hosts
 from tests.engines.test_network import Server
 from tests.engines.test_network import server  # noqa: F401 - the fixture
 
@@ -44,9 +45,7 @@ def threads(pid: int) -> int:
 @pytest.mark.parametrize("engine_name", ["docker"], indirect=True)
 def test_a_bounded_container_cannot_grow_the_hosts_proxy_without_bound(
         engine_name: str, ws, tmp_path: Path, project: Path, server: Server):  # noqa: F811
-    path = tmp_path / "config/workspace/config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"network: ['127.0.0.2:{server.port}']\ncontainer:\n  pids: 64\n")
+    allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"], "container:\n  pids: 64\n")
     claude = Claude(project, tmp_path)
     claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
     claude.start()
