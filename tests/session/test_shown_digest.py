@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import os
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,46 @@ def test_what_is_not_a_regular_file_has_no_digest(tmp_path: Path):
     assert shown._digest(str(tmp_path / "link")) == ""      # never followed
     assert shown._digest(str(tmp_path)) == ""
     assert shown._digest(str(tmp_path / "gone")) == ""
+
+
+def _set_xattr(path: Path) -> None:
+    os.setxattr(path, "user.k", b"v")
+
+
+CHANGES = {   # each attribute commit applies, changed on an entry made as "f" (a file), "l"
+    # (a symlink to f) or "d" (a directory)
+    "content": ("f", lambda p: p.write_text("EVIL\n")),
+    "mode": ("f", lambda p: p.chmod(0o755)),
+    "setuid": ("f", lambda p: p.chmod(0o4644)),
+    "setgid": ("f", lambda p: p.chmod(0o2644)),
+    "sticky-dir": ("d", lambda p: p.chmod(0o1755)),
+    "dir-mode": ("d", lambda p: p.chmod(0o700)),
+    "target": ("l", lambda p: (p.unlink(), p.symlink_to("/etc/hostname"))),
+    "file-to-symlink": ("f", lambda p: (p.unlink(), p.symlink_to("f"))),
+    "symlink-to-file": ("l", lambda p: (p.unlink(), p.write_text("ok\n"))),
+    "dir-to-file": ("d", lambda p: (p.rmdir(), p.write_text("ok\n"))),
+    "gone": ("f", lambda p: p.unlink()),
+    "xattr": ("f", _set_xattr),
+}
+if os.geteuid() == 0:   # only root's commit applies the owner (an ordinary user's owns all)
+    CHANGES["owner"] = ("f", lambda p: os.chown(p, 1, 1))
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_every_attribute_commit_applies_changes_the_entry(tmp_path: Path, change: str):
+    kind, make = CHANGES[change]
+    (tmp_path / "f").write_text("ok\n")
+    (tmp_path / "f").chmod(0o644)
+    path = tmp_path / "e"
+    if kind == "f":
+        path.write_text("ok\n")
+        path.chmod(0o644)
+    elif kind == "l":
+        path.symlink_to("f")
+    else:
+        path.mkdir(mode=0o755)
+        path.chmod(0o755)
+    before = shown.entry(str(path))
+    assert shown.entry(str(path)) == before   # stable: nothing changed, nothing differs
+    make(path)
+    assert shown.entry(str(path)) != before, change
