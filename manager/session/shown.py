@@ -90,8 +90,9 @@ def current(session: Session) -> Review | None:
     try:
         head, _, body = (session.sandbox / RECORD).read_bytes().partition(b"\n")
         words = head.split()
-        if words[0] != VERSION:   # older: "<calls> <files> <names>"
-            return Review([], None, stale=True) if int(words[0]) == calls else None
+        if words[0] != VERSION:   # older ("<calls> <files> <names>") or unknown: too little
+            old = not words[0].startswith(b"v") and int(words[0]) != calls
+            return None if old else Review([], None, stale=True)
         if int(words[1]) != calls:
             return None
     except (OSError, ValueError, IndexError):

@@ -86,3 +86,33 @@ def test_every_attribute_commit_applies_changes_the_entry(tmp_path: Path, change
     assert shown.entry(str(path)) == before   # stable: nothing changed, nothing differs
     make(path)
     assert shown.entry(str(path)) != before, change
+
+
+def test_a_record_of_another_format_asks_for_a_new_review(tmp_path: Path):
+    from manager.changes.model import Layer
+    from manager.changes.model import read_changes
+    from manager.session.store import Session
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    session = Session("shown0001", str(project), "docker")
+    (session.sandbox / "running").mkdir(parents=True)   # a container session's call records
+    upper = session.sandbox / "upper"
+    (upper / str(project).lstrip("/")).mkdir(parents=True)
+    (upper / str(project).lstrip("/") / "a.txt").write_text("shown\n")
+    found = read_changes([Layer(upper=upper, target=Path("/"), scaffold=frozenset(), ids=None)],
+                         project)
+    shown.record(session, found)
+    seen = shown.current(session)
+    assert seen is not None and not seen.stale and shown.late(seen, lambda: found, []) == []
+    record = session.sandbox / shown.RECORD
+    body = record.read_bytes().partition(b"\n")[2]
+    calls = os.stat(session.sandbox / "running").st_mtime_ns
+    for head in (b"%d 3 -1" % calls, b"v9 %d 3" % calls):   # the digests-only format; a later one
+        record.write_bytes(head + b"\n" + body)
+        seen = shown.current(session)
+        assert seen is not None and seen.stale, head
+        refused = shown.late(seen, lambda: found, [])   # every pending path
+        assert str(project / "a.txt") in refused and len(refused) == len(found), head
+    record.write_bytes(b"%d 3 -1\n" % (calls - 1) + body)   # an old record of an earlier call
+    assert shown.current(session) is None
