@@ -98,6 +98,8 @@ def current(session: Session) -> Review | None:
     except (OSError, ValueError, IndexError):
         return None
     fields = [os.fsdecode(f) for f in body.split(b"\0")] if body else []
+    if len(fields) != int(words[2]):   # not as written: it cannot say what review read
+        return Review([], None, stale=True)
     files = list(zip(fields[0::3], fields[1::3], fields[2::3], strict=False))
     return Review(files, {upper for upper, _, _ in files} if _in_volume(session) else None)
 

@@ -108,8 +108,11 @@ def test_a_record_of_another_format_asks_for_a_new_review(tmp_path: Path):
     record = session.sandbox / shown.RECORD
     body = record.read_bytes().partition(b"\n")[2]
     calls = os.stat(session.sandbox / "running").st_mtime_ns
-    for head in (b"%d 3 -1" % calls, b"v9 %d 3" % calls):   # the digests-only format; a later one
-        record.write_bytes(head + b"\n" + body)
+    count = len(body.split(b"\0"))
+    for head, rest in ((b"%d 3 -1" % calls, body),     # the digests-only format
+                       (b"v9 %d 3" % calls, body),      # a later one
+                       (b"v2 %d %d" % (calls, count), body.rpartition(b"\0")[0])):   # cut short
+        record.write_bytes(head + b"\n" + rest)
         seen = shown.current(session)
         assert seen is not None and seen.stale, head
         refused = shown.late(seen, lambda: found, [])   # every pending path
