@@ -37,6 +37,10 @@ Measured here (2 cores, a VM whose syscalls cost 4-6 us; ratios from one run):
 - issue 20's content digests (20:14 UTC, 2026-11-28; 10,000 files, --scale 0.1, a loaded
   machine): with ``running/`` (the container engines) status 1.58x and diff 2.44x the
   same review without; overlay and try record none.
+- attack pass 6's every attribute per entry (22:58 UTC, 2026-11-28; --scale 0.1, main and
+  the branch alternated three times, a loaded machine): status with the record 0.49 -> 0.54 s,
+  diff 0.60 -> 0.56 s (medians; noise +-30%); the record's own time 1.4-1.85x (an lstat and
+  a listxattr per entry), its size 1.09x.
 Not within 2x, and not reachable by a command that starts Python and stats: a status
 with nothing to show already spends 1.8x of git's whole time at 100,000 files (the
 interpreter 22 ms; imports, mostly the standard library's argparse, pathlib, subprocess,

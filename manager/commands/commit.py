@@ -63,9 +63,7 @@ def commit(args: argparse.Namespace) -> int:
     seen = shown.current(session)   # before the release, which may tidy the call records
     with upper_at_rest(ctx, session) as layers:
         if seen is not None:   # the sandbox is stopped: what is compared is what is applied
-            added = [] if seen.names is None else \
-                shown.added(seen.names, pending(ctx, session), paths)
-            _refuse_changed(sorted({*shown.changed(seen.files, paths), *added}))
+            _refuse_changed(shown.late(seen, lambda: pending(ctx, session), paths))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))

@@ -1,18 +1,26 @@
-"""What commit applies is what review showed: the content of every file, by digest.
+"""What commit applies is what review showed: every entry, each attribute commit applies.
 
 ``session/reviewed`` refuses an entry whose ctime moved after the last review and call.
 A write through a shared mapping moves no time while its page stays dirty (the times
 move on the write fault of a clean page, so only after a writeback), so a process a
 call left running (the container engines keep them) can change a file's bytes after
-``workspace diff`` showed them, with the times of before. Times cannot close that class;
-content can: each review (status, diff) records a digest of every regular file of the
-changes, walked before anything is shown (a later write makes a mismatch: refused, never
-applied unseen), and commit, with the sandbox stopped, refuses a file whose content no
-longer matches while that review is current: no call has started or ended since (a call
-after it made changes the user commits unseen by choice, as without any review).
+``workspace diff`` showed them, with the times of before; in volume mode no time says
+anything (the export rewrites the host's upper), and a symlink retargeted (``ln -sfn``)
+or a mode changed keeps every name. Times cannot close that class; the entries can:
+each review (status, diff) records, for every upper entry of the changes (all below a
+summarised new directory too), walked before anything is shown, each attribute commit
+applies (commit/steps.py): the type and mode (permission bits with setuid, setgid and
+sticky), the device number, owner and group where commit applies them (as root), the
+content xattrs (changes/meta.py) and a directory's opaque mark, a symlink's target and
+a regular file's content digest. Commit, with the sandbox stopped, refuses a path whose
+entry is not what the record holds while that review is current: no call has started or
+ended since (a call after it made changes the user commits unseen by choice, as without
+any review). Times are applied too and not compared: they grant nothing.
 
 Only where a process can outlive its call (the container engines' ``running/``): overlay
 and try end a call's processes with it, so nothing writes between a review and a commit.
+The record is versioned (``VERSION``): one of an older format, current, makes commit
+refuse every path (review again), never accept what it did not record.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,44 +39,45 @@ from manager.changes.model import EntryType
 from manager.changes.model import is_within
 from manager.session.store import Session
 
-RECORD = "shown"         # in the sandbox directory: the last review's digests
+RECORD = "shown"         # in the sandbox directory: the last review's entries
 CALLS = "running"        # the container engines' host-side call records (session/reviewed)
+VERSION = b"v2"          # the record's format: entries with all their attributes
 
 
-Shown = list[tuple[str, str, str]]   # (upper, real, digest) of each file the review read
+Shown = list[tuple[str, str, str]]   # (upper, real, entry) of each entry the review read
 
 
 def digests(found: list[Change]) -> Shown:
-    """What ``found`` holds now: each regular file's digest (``commit -p``'s prompt keeps
-    them in memory: what it offered whole is compared under the lock)."""
-    return [(upper, real, _digest(upper)) for upper, real in _files(found)]
+    """What ``found`` holds now: each upper entry's attributes, a regular file's digest
+    among them (``commit -p``'s prompt keeps them in memory: what it offered whole is
+    compared under the lock)."""
+    return [(upper, real, entry(upper)) for upper, real in _entries(found)]
 
 
 class Review:
     """The last review's record (no NamedTuple: status imports this module at start-up,
     and typing costs more than the whole command should)."""
 
-    __slots__ = ("files", "names")
+    __slots__ = ("files", "names", "stale")
 
-    def __init__(self, files: Shown, names: set[str] | None) -> None:
+    def __init__(self, files: Shown, names: set[str] | None, stale: bool = False) -> None:
         self.files = files
         self.names = names   # volume mode: every upper entry it read (no times to tell)
+        self.stale = stale   # an older format's record: it holds too little to compare
 
 
 def record(session: Session, found: list[Change]) -> None:
-    """A review walked ``found`` (all the changes, before any selection): record the
-    digests of their files, before anything of them is shown; in volume mode also every
-    entry's name (there the times say nothing of what was added after the review)."""
+    """A review walked ``found`` (all the changes, before any selection): record each
+    entry's attributes, before anything of them is shown."""
     calls = _calls(session)
     if calls is None:
         return
-    # NUL-separated (no name holds one): 10,000 files, a third of JSON's time.
-    fields = [os.fsencode(f) for entry in digests(found) for f in entry]
-    names = [os.fsencode(n) for n in _names(found)] if _in_volume(session) else None
-    head = b"%d %d %d\n" % (calls, len(fields), -1 if names is None else len(names))
+    # NUL-separated (no name or target holds one): 10,000 files, a third of JSON's time.
+    fields = [os.fsencode(f) for item in digests(found) for f in item]
+    head = b"%s %d %d\n" % (VERSION, calls, len(fields))
     tmp = session.sandbox / f".{RECORD}.tmp"
     with contextlib.suppress(OSError):    # never a reason for review to fail: commit refuses
-        tmp.write_bytes(head + b"\0".join([*fields, *(names or [])]))
+        tmp.write_bytes(head + b"\0".join(fields))
         os.replace(tmp, session.sandbox / RECORD)
 
 
@@ -79,23 +89,36 @@ def current(session: Session) -> Review | None:
         return None
     try:
         head, _, body = (session.sandbox / RECORD).read_bytes().partition(b"\n")
-        when, nfields, nnames = (int(n) for n in head.split())
-        if when != calls:
+        words = head.split()
+        if words[0] != VERSION:   # older ("<calls> <files> <names>") or unknown: too little
+            old = not words[0].startswith(b"v") and int(words[0]) != calls
+            return None if old else Review([], None, stale=True)
+        if int(words[1]) != calls:
             return None
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         return None
     fields = [os.fsdecode(f) for f in body.split(b"\0")] if body else []
-    files = fields[:nfields]
-    return Review(list(zip(files[0::3], files[1::3], files[2::3], strict=False)),
-                  None if nnames < 0 else set(fields[nfields:]))
+    if len(fields) != int(words[2]):   # not as written: it cannot say what review read
+        return Review([], None, stale=True)
+    files = list(zip(fields[0::3], fields[1::3], fields[2::3], strict=False))
+    return Review(files, {upper for upper, _, _ in files} if _in_volume(session) else None)
+
+
+def late(seen: Review, found: Callable[[], list[Change]], paths: list[Path]) -> list[str]:
+    """The real paths (within ``paths``, if any) commit must not apply on ``seen``: changed
+    since, added since (volume mode), or every pending one for a record too old to tell."""
+    if seen.stale:
+        return sorted(c.real_path for c in found() if _within(c.real_path, paths))
+    extra = [] if seen.names is None else added(seen.names, found(), paths)
+    return sorted({*changed(seen.files, paths), *extra})
 
 
 def changed(shown: Shown, paths: list[Path]) -> list[str]:
-    """The real paths (within ``paths``, if any) of the shown files whose content is not
-    what the review read: changed, replaced or gone (unreadable then and now: equal)."""
+    """The real paths (within ``paths``, if any) of the shown entries that are not what
+    the review read: an attribute changed, replaced or gone (unreadable then and now: equal)."""
     late = []
-    for upper, real, digest in shown:
-        if _within(real, paths) and _digest(upper) != digest:
+    for upper, real, was in shown:
+        if _within(real, paths) and entry(upper) != was:
             late.append(real)
     return sorted(late)
 
@@ -104,6 +127,54 @@ def added(names: set[str], found: list[Change], paths: list[Path]) -> list[str]:
     """The real paths (within ``paths``, if any) of changes the review did not read."""
     return sorted(c.real_path for c in found
                   if c.upper_path not in names and _within(c.real_path, paths))
+
+
+def entry(path: str) -> str:
+    """Every attribute of the entry at ``path`` that commit applies, as one string ("" when
+    there is none): mode with type, device, owner (as root: only root's commit applies it),
+    xattrs, then a symlink's target or a regular file's digest (last: it may hold spaces)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        try:
+            what = os.readlink(path)
+        except OSError:
+            return ""
+    elif stat.S_ISREG(mode):
+        what = _digest(path)
+    else:
+        what = ""
+    dev = st.st_rdev if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else 0
+    owner = f"{st.st_uid}:{st.st_gid}" if os.geteuid() == 0 else "-"
+    return f"{mode:o} {dev} {owner} {_xattrs(path, stat.S_ISDIR(mode))} {what}"
+
+
+def _xattrs(path: str, directory: bool) -> str:
+    """A digest of the entry's content xattrs (and a directory's opaque mark); "-": none."""
+    try:
+        if not os.listxattr(path, follow_symlinks=False):
+            return "-"
+        from manager.changes.meta import content_xattrs
+        from manager.changes.model import OPAQUE_XATTRS
+
+        found = sorted(content_xattrs(path).items())
+        if directory:
+            for name in OPAQUE_XATTRS:
+                with contextlib.suppress(OSError):
+                    found.append((name, os.getxattr(path, name, follow_symlinks=False)))
+    except OSError as exc:
+        return "-" if exc.errno in (errno.ENOTSUP, errno.ENOENT) else "?"
+    if not found:
+        return "-"
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for name, value in found:
+        h.update(os.fsencode(name) + b"\0" + len(value).to_bytes(8, "little") + value)
+    return h.hexdigest()
 
 
 def _within(real: str, paths: list[Path]) -> bool:
@@ -116,14 +187,6 @@ def _in_volume(session: Session) -> bool:
     return in_volume(session)
 
 
-def _names(found: list[Change]) -> Iterator[str]:
-    """The upper entry of every change, and all below a summarised new directory."""
-    for change in found:
-        yield change.upper_path
-        if change.new_type is EntryType.DIR and change.below is not None:
-            yield from (upper for upper, _ in _below(change.upper_path, "", every=True))
-
-
 def _calls(session: Session) -> int | None:
     """When a call last started or ended (the records' directory's mtime); None where no
     process outlives its call."""
@@ -133,30 +196,26 @@ def _calls(session: Session) -> int | None:
         return None
 
 
-def _files(found: list[Change]) -> Iterator[tuple[str, str]]:
-    """(upper, real) of every regular file the changes apply, a summarised new directory's
-    included (what it holds is applied too)."""
+def _entries(found: list[Change]) -> Iterator[tuple[str, str]]:
+    """(upper, real) of every entry the changes apply, all below a summarised new
+    directory included (what it holds is applied too)."""
     for change in found:
-        if change.new_type is EntryType.FILE:
-            yield change.upper_path, change.real_path
-        elif change.new_type is EntryType.DIR and change.below is not None:
+        yield change.upper_path, change.real_path
+        if change.new_type is EntryType.DIR and change.below is not None:
             yield from _below(change.upper_path, change.real_path)
 
 
-def _below(upper: str, real: str, every: bool = False) -> Iterator[tuple[str, str]]:
-    """(upper, real) of the regular files below ``upper`` (``every``: of all entries)."""
+def _below(upper: str, real: str) -> Iterator[tuple[str, str]]:
+    """(upper, real) of every entry below ``upper``."""
     todo = [(upper, real)]
     while todo:   # iterative: no depth limit
         here, there = todo.pop()
-        with contextlib.suppress(OSError), os.scandir(here) as entries:
-            for entry in entries:
+        with contextlib.suppress(OSError), os.scandir(here) as found:
+            for item in found:
+                yield item.path, f"{there}/{item.name}"
                 with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        todo.append((entry.path, f"{there}/{entry.name}"))
-                        if every:
-                            yield entry.path, f"{there}/{entry.name}"
-                    elif every or entry.is_file(follow_symlinks=False):
-                        yield entry.path, f"{there}/{entry.name}"
+                    if item.is_dir(follow_symlinks=False):
+                        todo.append((item.path, f"{there}/{item.name}"))
 
 
 def _digest(path: str) -> str:

@@ -70,3 +70,23 @@ def test_a_file_chosen_whole_is_not_applied_if_it_changed_while_you_chose(
     assert code != 0 and "changed" in screen and "c.txt" in screen, screen
     assert not (repo / "c.txt").exists()
     assert ws("run", "--", "cat", "c.txt", check=True).stdout == "EVIL\n"   # still pending
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("echo shown > c.txt && chmod 0644 c.txt", "chmod 0755 c.txt"),                # mode
+    ("echo shown > c.txt", "rm c.txt && ln -s /etc/hostname c.txt"),               # type
+    ("ln -s README.txt c.txt", "ln -sfn /etc/hostname c.txt"),                     # target
+], ids=["mode", "file-to-symlink", "symlink-target"])
+def test_an_entry_chosen_whole_is_not_applied_if_any_attribute_changed_while_you_chose(
+        repo: Path, ws: Runner, sandboxed: Runner, before: str, after: str) -> None:
+    # Every attribute commit applies is compared, not only a file's content (attack pass 6).
+    sandboxed(before)
+
+    def change_then_yes() -> str:
+        ws("run", "--", "sh", "-c", after, check=True)
+        return "y"
+
+    code, screen = converse([sys.executable, "-m", "manager", "commit", "-p"], repo,
+                            [change_then_yes])
+    assert code != 0 and "changed" in screen and "c.txt" in screen, screen
+    assert not (repo / "c.txt").exists() and not (repo / "c.txt").is_symlink()
