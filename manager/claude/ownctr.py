@@ -22,6 +22,7 @@ import json
 import subprocess
 
 from manager.claude import ctrforms
+from manager.claude import ownimages
 from manager.claude import policies
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.claude.policies
@@ -38,12 +39,14 @@ IMAGE_OPS = frozenset(("rmi", "tag", "push", "pull"))
 TIMEOUT = 10
 
 
-def touches_own(script: shell.Script, image: str) -> bool:
+def touches_own(script: shell.Script, image: str, project: str = "") -> bool:
     """A docker/podman part of ``script`` (already judged a passthrough form) acts on, or
-    may act on, a container, volume or image of workspace's (``image``: container.image)."""
+    may act on, a container, volume or image of workspace's (``image``: container.image;
+    ``project``: where the devcontainer naming another is read)."""
+    mine = ownimages.Mine(image, project)
     for part in script.parts:
         words = _unsudo(part.words)
-        if words[:1] and words[0] in CLIENTS and _own(words[0], words[1:], image):
+        if words[:1] and words[0] in CLIENTS and _own(words[0], words[1:], mine):
             return True
     return False
 
@@ -55,7 +58,7 @@ def _unsudo(words: list[str]) -> list[str]:
     return words[i:]
 
 
-def _own(cli: str, args: list[str], image: str) -> bool:
+def _own(cli: str, args: list[str], mine: ownimages.Mine) -> bool:
     found = ctrforms.form(args)
     if found is None:
         return True                   # not a listed form: it did not pass (fail safe)
@@ -69,9 +72,10 @@ def _own(cli: str, args: list[str], image: str) -> bool:
     if key == "volume rm":
         return _labelled(cli, "volume", names, "{{json .Labels}}")
     if key.startswith("image ") or key in IMAGE_OPS:
-        return _own_image(cli, key.removeprefix("image "), names, image)
+        return _own_image(cli, key.removeprefix("image "), names, mine)
     if key in ("run", "create"):
-        return any(_labelled(cli, "container", [net]) for net in _joined(rest))
+        return _runs_unknown(cli, key, rest, names, mine) or any(
+            _labelled(cli, "container", [net]) for net in _joined(rest))
     if key in CONTAINER_OPS:
         return _labelled(cli, "container", names[:1] if key == "exec" else names)
     return False
@@ -119,16 +123,17 @@ def _labelled(cli: str, kind: str, names: list[str],
     return False
 
 
-def _own_image(cli: str, sub: str, names: list[str], image: str) -> bool:
-    """An image operand that is workspace's: labelled, or the image container.image names
-    (by any of its names or its id). A name that is no image yet (pull, a new tag) is none."""
+def _own_image(cli: str, sub: str, names: list[str], mine: ownimages.Mine) -> bool:
+    """An image operand that is workspace's: labelled, or an image a session may run (by any
+    of its names, as the engine resolves them, or its id; when those cannot be told, every
+    form that writes an image). A name that is no image yet (pull, a new tag) is none."""
     if not names:
         return False
-    ours = _inspect(cli, "image", [image], "{{.Id}}") if image else []
-    our_ids = {str(i) for i in ours or []}
+    known = mine.names()
+    if known is None and sub in ownimages.WRITES or any(mine.named(n) for n in names):
+        return True
+    our_ids = _ids(cli, known or [])
     for name in names:
-        if image and name in (image, image.removesuffix(":latest")):
-            return True
         found = _inspect(cli, "image", [name], "{{json .Id}} {{json .Config.Labels}}", raw=True)
         if found is None:
             if sub in ("pull", "tag", "import", "load"):
@@ -139,6 +144,30 @@ def _own_image(cli: str, sub: str, names: list[str], image: str) -> bool:
             if _ours(_json(labels)) or _json(ident) in our_ids:
                 return True
     return False
+
+
+def _ids(cli: str, images: list[str]) -> set[str]:
+    """The ids of those of ``images`` that are here."""
+    found = _inspect(cli, "image", images, "{{.Id}}") if images else []
+    if found is None:   # one is missing (or the engine failed): one at a time
+        found = [i for n in images for i in _inspect(cli, "image", [n], "{{.Id}}",
+                                                      missing_ok=True) or []]
+    return {str(i) for i in found}
+
+
+def _runs_unknown(cli: str, key: str, args: list[str], names: list[str],
+                  mine: ownimages.Mine) -> bool:
+    """A run/create whose container would carry labels workspace reads as its own (its
+    image's: one inspect), or that may pull an image under a name a session may run."""
+    if not names:
+        return False
+    policy = ownimages.pull_policy(ctrforms.option_values(cli, key, args, ("--pull",)))
+    found = _inspect(cli, "image", names[:1], "{{json .Config.Labels}}", missing_ok=True)
+    if found is None:
+        return True
+    if policy != "never" and mine.named(names[0]) and (policy != "missing" or not found):
+        return True   # it would pull a session's image
+    return any(ownimages.marks_container(labels) for labels in found)
 
 
 def _inspect(cli: str, kind: str, names: list[str], fmt: str, raw: bool = False,

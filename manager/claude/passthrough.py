@@ -62,14 +62,14 @@ def passes(script: shell.Script, allowed: list[str] | tuple[str, ...]) -> bool:
     return all(_part_passes(part, allowed) for part in script.parts)
 
 
-def touches_workspace(script: shell.Script, image: str) -> bool:
+def touches_workspace(script: shell.Script, image: str, project: str = "") -> bool:
     """A docker/podman part acts on workspace's own containers, volumes or images (asks
     the engine: :mod:`manager.claude.ownctr`); such a command is sandboxed."""
     if not any(w in ("docker", "podman") for p in script.parts for w in p.words):
         return False
     from manager.claude import ownctr
 
-    return ownctr.touches_own(script, image)
+    return ownctr.touches_own(script, image, project)
 
 
 def connects_out(script: shell.Script, network: object) -> bool:

@@ -154,7 +154,8 @@ def _unwrapped(command: str, script: shell.Script, tool_input: dict[str, Any],
                         BYPASS_NOTE + " (dangerouslyDisableSandbox)", judged=False)
     if passthrough.passes(script, config["passthrough"]) and \
             not passthrough.connects_out(script, config.get("network")) and \
-            not passthrough.touches_workspace(script, config.get("container.image", "")):
+            not passthrough.touches_workspace(script, config.get("container.image", ""),
+                                              project):
         return _outside(command, script, project, tool_input, None, judged=True)
     return None
 

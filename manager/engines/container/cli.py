@@ -74,10 +74,6 @@ class Labelled:
     session: str
 
 
-# `ps --format` templates printing one label: the two CLIs spell it differently.
-LABEL_FORMAT = {"docker": '{{{{.Label "{}"}}}}', "podman": '{{{{index .Labels "{}"}}}}'}
-
-
 class ContainerClient:
     """One engine's CLI (``docker`` or ``podman``)."""
 
@@ -176,18 +172,25 @@ class ContainerClient:
 
     def labelled(self, engine: str, label: str, value: str,
                  session_label: str) -> list[Labelled]:
-        """Containers labelled ``label=value``, running or not; none from an engine that is
-        missing or does not answer."""
+        """Containers labelled exactly ``label=value``, running or not; none from an engine
+        that is missing or does not answer.
+
+        Read in a form no value can forge (a label is anyone's to write, a newline included):
+        ``ps -q`` prints ids alone, each checked for its shape, and ``inspect`` prints each
+        one's id, name and labels as JSON (:mod:`manager.engines.container.rows`)."""
         if shutil.which(self.cli) is None:
             return []
-        argv = [self.cli, "ps", "-a", "--filter", f"label={label}={value}",
-                "--format", "{{.ID}} {{.Names}} " + LABEL_FORMAT[self.cli].format(session_label)]
-        try:
-            out = self.run(argv, timeout=30)
-        except (ContainerCommandError, subprocess.TimeoutExpired):
+        from manager.engines.container import rows
+
+        ids = rows.ids(self.output(["ps", "-aq", "--no-trunc", "--filter",
+                                    f"label={label}={value}"], timeout=30))
+        if not ids:
             return []
-        rows = [line.split() for line in out.splitlines()]
-        return [Labelled(engine, *row) for row in rows if len(row) == 3]
+        out = self.output(["container", "inspect", "--format", rows.INSPECT_FORMAT, "--",
+                           *ids], timeout=30)   # one gone since: the others still print
+        return [Labelled(engine, ident, name, str(labels[session_label]))
+                for ident, name, labels in rows.parse(out, ids)
+                if labels.get(label) == value and isinstance(labels.get(session_label), str)]
 
     def remove_container(self, ref: str) -> None:
         """Remove a container and its anonymous volumes, running or not; gone is fine."""

@@ -254,7 +254,12 @@ class ContainerEngine:
         Through the CLI, not python-on-whales: gc should not pay its import.
         An engine that is missing or does not answer has none.
         """
-        found = self.client.labelled(self.name, STATE_LABEL, str(paths.state_home()), LABEL)
+        # Only what it can prove is its own: anyone on the daemon can label a container so,
+        # but only a session id is id-shaped, and only this state directory's sessions make
+        # the name resource_name spells (an older unsuffixed one is left: it cannot be told).
+        found = [row for row in self.client.labelled(self.name, STATE_LABEL,
+                                                     str(paths.state_home()), LABEL)
+                 if paths.valid_id(row.session) and row.name == resource_name(row.session)]
         return found + container_remote.orphan_volumes(self.client, self.name, found,
                                                        STATE_LABEL, str(paths.state_home()))
 

@@ -146,6 +146,16 @@ def explicit(config: Config) -> bool:
     return config.sources.get("container.image", "default") != "default"
 
 
+def runnable(configured: str, project: Path) -> list[str]:
+    """Every image a session of ``project`` may run, as :func:`choose` names them:
+    ``container.image`` and the project's devcontainer's (image or build tag), trusted or
+    not (trusting it later must not trust an image replaced before). The passthrough judge
+    keeps them workspace's own. Raises :class:`EngineUnavailable` when the devcontainer
+    cannot be read (the caller then protects every image)."""
+    path = find(project)
+    return [configured] + ([load(path).tag()] if path is not None else [])
+
+
 def choose(config: Config, project: Path) -> tuple[str, Devcontainer | None]:
     """(image, the trusted devcontainer that named it or None)."""
     path = None if explicit(config) else find(project)
