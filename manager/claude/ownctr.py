@@ -7,7 +7,8 @@ volume (the changes not exported yet) or replaces its image, acts on the sandbox
 outside. So a passthrough form that names a container, volume or image is checked against
 the engine the command would talk to (the same client and environment, which resolves
 names, ids and id prefixes as the command will): one that is workspace's (a label
-``org.workspace.*``, or the image ``container.image`` names), one that cannot be told (a
+``org.workspace.*``, or an image a session may run: :mod:`manager.claude.ownimages`), one
+that cannot be told (a
 name the engine says is missing is none, unless spelled ``workspace-…``), and a form that
 makes something named or labelled as ours are sandboxed instead. A form that would act on
 targets it does not name (``--filter``, ``--all``, ``--latest``, ``prune``) never gets here:
@@ -133,6 +134,8 @@ def _own_image(cli: str, sub: str, names: list[str], mine: ownimages.Mine) -> bo
     if known is None and sub in ownimages.WRITES or any(mine.named(n) for n in names):
         return True
     our_ids = _ids(cli, known or [])
+    if our_ids is None:
+        return True
     for name in names:
         found = _inspect(cli, "image", [name], "{{json .Id}} {{json .Config.Labels}}", raw=True)
         if found is None:
@@ -146,12 +149,14 @@ def _own_image(cli: str, sub: str, names: list[str], mine: ownimages.Mine) -> bo
     return False
 
 
-def _ids(cli: str, images: list[str]) -> set[str]:
-    """The ids of those of ``images`` that are here."""
+def _ids(cli: str, images: list[str]) -> set[str] | None:
+    """The ids of those of ``images`` that are here; None when the engine cannot say."""
     found = _inspect(cli, "image", images, "{{.Id}}") if images else []
     if found is None:   # one is missing (or the engine failed): one at a time
-        found = [i for n in images for i in _inspect(cli, "image", [n], "{{.Id}}",
-                                                      missing_ok=True) or []]
+        each = [_inspect(cli, "image", [n], "{{.Id}}", missing_ok=True) for n in images]
+        if any(one is None for one in each):
+            return None
+        found = [i for one in each for i in one or []]
     return {str(i) for i in found}
 
 
