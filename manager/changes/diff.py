@@ -19,6 +19,7 @@ from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
 from manager.fs import longpath
+from manager.fs.regular import open_regular
 from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
@@ -141,7 +142,7 @@ def _side(path: str, label: str, max_bytes: int) -> Side:
 
 def _read_nofollow(path: str, size: int) -> bytes:
     """The file's bytes (``size``: what lstat said, a hint; the file may have changed)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = open_regular(path)   # swapped for a device since the lstat: not opened
     try:
         want = size + 1
         chunks = [os.read(fd, want)]

@@ -23,6 +23,7 @@ from manager.changes.walkcache import MISSING
 from manager.changes.walkcache import WalkCache
 from manager.changes.walkcache import stat_key
 from manager.fs import longpath
+from manager.fs.regular import open_regular
 from manager.record import Value
 from manager.session.paths import is_within as is_within  # the one rule, for its users here
 
@@ -508,6 +509,7 @@ def _leaf_kind(upper: str, ust: os.stat_result, real: str,
 
 def same_content(a: Path | str, ast: os.stat_result, b: Path | str,
                  bst: os.stat_result) -> bool:
+    """Whether the sandbox's ``a`` holds what the real ``b`` does (stats given)."""
     if stat.S_ISLNK(ast.st_mode):
         return os.readlink(a) == os.readlink(b)
     if not stat.S_ISREG(ast.st_mode):
@@ -515,7 +517,9 @@ def same_content(a: Path | str, ast: os.stat_result, b: Path | str,
     if ast.st_size != bst.st_size:
         return False
     try:
-        with open(a, "rb") as fa, open(b, "rb") as fb:
+        # ``a``, the sandbox's, is opened only if regular (never a device swapped in since
+        # the stat); ``b`` is the real file, which the sandbox cannot write.
+        with open(open_regular(a), "rb") as fa, open(b, "rb") as fb:
             while True:
                 chunk_a = fa.read(1 << 20)
                 if chunk_a != fb.read(1 << 20):

@@ -31,6 +31,7 @@ from manager.changes.meta import mark_copy_up
 from manager.changes.model import is_opaque
 from manager.changes.model import is_whiteout
 from manager.errors import WorkspaceError
+from manager.fs.regular import open_regular
 from manager.fs.sparse import data_extents
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ def pack(upper: Path, stream: IO[bytes]) -> None:
         for path, arcname in _entries(upper):
             info = _info(tar, path, arcname)
             if info.isreg():
-                with open(path, "rb") as f:
+                with open(open_regular(path), "rb") as f:
                     extents = data_extents(f.fileno(), info.size)
                     if sum(end - start for start, end in extents) < info.size:
                         _add_sparse(tar, info, f.fileno(), extents)

@@ -14,6 +14,7 @@ import os
 import stat
 import zlib
 
+from manager.fs import regular
 from manager.session import paths
 
 READS = "reads"
@@ -51,8 +52,11 @@ def _open_below(upper: str, rel: str) -> int:
             below = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
             os.close(at)
             at = below
-        # O_NONBLOCK: a fifo swapped in answers at once (and is refused above).
-        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=at)
+        # Only a regular file is opened: a device node the sandbox made is never opened on
+        # the host, nor a fifo (it would block) or a socket.
+        return regular.open_regular(parts[-1], dir_fd=at)
+    except regular.NotRegular as exc:
+        raise NotReadable("it is not a regular file in the sandbox") from exc
     except OSError as exc:
         raise NotReadable(f"it changed while it was read ({exc.strerror})") from exc
     finally:

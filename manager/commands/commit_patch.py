@@ -70,7 +70,7 @@ def _units(changes: list[Change], project: Path) -> list[Change]:
 
 def _write(plan: patch_prompt.FilePlan) -> Path:
     change = plan.change
-    if change.upper.read_bytes() != plan.new:
+    if not partial.holds(change.upper, plan.new):
         raise WorkspaceError(f"the sandbox changed {change.path} while you chose hunks; "
                              "nothing written to it", hint="run `workspace commit -p` again")
     partial.write_real(change.path, plan.old, plan.result())

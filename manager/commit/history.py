@@ -20,6 +20,7 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.commit import reflogs
+from manager.fs.regular import open_regular
 from manager.git import nested
 from manager.git import view as gitview
 from manager.git.plumbing import Git
@@ -190,7 +191,14 @@ def _matches_commit(reader: Git, commit: str, change: Change, project: Path) -> 
     if not listed or not change.upper.is_file() or change.upper.is_symlink():
         return False
     blob = listed.split(b"\t", 1)[0].split()[2].decode()
-    return reader.out("hash-object", "--no-filters", str(change.upper)) == blob
+    try:   # git reads our descriptor: the inode proven a regular file, never a device
+        fd = open_regular(change.upper)
+    except OSError:
+        return False
+    try:
+        return reader.out("hash-object", "--no-filters", f"/proc/{os.getpid()}/fd/{fd}") == blob
+    finally:
+        os.close(fd)
 
 
 def divert_head_on_conflict(history: History, conflicted: list[Path]) -> None:

@@ -19,12 +19,19 @@ from manager.changes.meta import mark_copy_up
 from manager.commit.btime import AT_FDCWD
 from manager.commit.btime import birth_ns
 from manager.errors import WorkspaceError
+from manager.fs.regular import open_regular
+from manager.fs.regular import read_regular
+
+
+def holds(path: Path, expected: bytes) -> bool:
+    """Whether ``path`` is a regular file of ``expected`` bytes (nothing else is opened)."""
+    return read_regular(path) == expected
 
 
 def write_real(path: Path, expected: bytes, content: bytes) -> None:
     """Replace ``path`` with ``content`` if it still holds ``expected``."""
     st = os.lstat(path)
-    if Path(path).read_bytes() != expected:
+    if not holds(path, expected):
         raise WorkspaceError(f"{path} changed while you chose hunks; nothing written to it",
                              hint="run `workspace commit -p` again")
     tmp = path.with_name(f".{path.name}.workspace-{os.getpid()}")
@@ -50,7 +57,7 @@ def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
     a conflict, so wait out the tick."""
     for _ in range(tries):
         fresh = upper.with_name(f".{upper.name}.workspace-{os.getpid()}")
-        shutil.copy2(upper, fresh, follow_symlinks=False)
+        _copy_regular(upper, fresh)
         mark_copy_up(str(fresh))  # its birth is the sandbox's new view (commit.plan)
         st = os.lstat(upper)
         if os.geteuid() == 0:
@@ -59,3 +66,15 @@ def renew_upper(upper: Path, real: Path, tries: int = 200) -> None:
         if birth_ns(AT_FDCWD, str(upper)) > os.lstat(real).st_ctime_ns:
             return
         time.sleep(0.002)
+
+
+def _copy_regular(upper: Path, fresh: Path) -> None:
+    """``upper``'s bytes and metadata in a new file ``fresh``: only a regular file is
+    opened (never a device or fifo the sandbox put there, under either name)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(fresh)
+    with open(open_regular(upper), "rb") as src:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(fresh, flags, 0o600), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    shutil.copystat(upper, fresh, follow_symlinks=False)

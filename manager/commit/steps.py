@@ -55,6 +55,7 @@ from manager.commit.treemove import move_tree
 from manager.commit.trees import LEFT
 from manager.commit.trees import Census
 from manager.commit.trees import publish
+from manager.fs.regular import open_regular
 from manager.fs.sparse import copy_data
 
 BATCH_STEPS = 4096
@@ -438,7 +439,7 @@ def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp
 
 
 def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp: str) -> None:
-    src = os.open(up_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=up_fd)
+    src = open_regular(up_name, dir_fd=up_fd)   # swapped for a device since the stat: refused
     try:
         dst = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                       0o600, dir_fd=dir_fd)

@@ -38,6 +38,7 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.errors import StateError
 from manager.fs import longpath
+from manager.fs.regular import open_regular
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import Repo
@@ -357,6 +358,9 @@ def head_tree(shadow: Shadow, head: str | None) -> str:
 # -- the overlay's pending changes, onto the index --------------------------------
 
 
+HASH_BATCH = 256
+
+
 @dataclass
 class _Plan:
     removals: list[bytes]
@@ -370,8 +374,10 @@ def apply_overlay(git: Git, shadow: Shadow, changes: list[Change]) -> bool:
         return False
     ignored = git.ignored([rel for _, _, rel in plan.files])
     files = [f for f in plan.files if f[2] not in ignored]
-    with _hashable(shadow, files) as sources:
-        ids = git.hash_files(sources)
+    ids = []
+    for at in range(0, len(files), HASH_BATCH):   # each batch's files held open: a bound
+        with _hashable(shadow, files[at:at + HASH_BATCH]) as sources:
+            ids += git.hash_files(sources)
     git.remove_cached(plan.removals)
     git.index_info([(mode, oid, rel) for (mode, _, rel), oid in zip(files, ids, strict=True)])
     return True
@@ -432,23 +438,35 @@ def _inside(rel: bytes, dirs: set[bytes]) -> bool:
 
 @contextlib.contextmanager
 def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[list[Path]]:
-    """Paths ``hash-object --stdin-paths`` can read: link targets and odd names via temp files."""
+    """Paths ``hash-object --stdin-paths`` can read: link targets via temp files; a file
+    through a descriptor of ours (``/proc/PID/fd/N``): git opens the inode checked to be a
+    regular file (manager/fs/regular.py), never a device or fifo the sandbox swapped in."""
     made: list[Path] = []
+    held: list[int] = []
     sources: list[Path] = []
     try:
         for mode, upper, _ in files:
-            raw = os.fsencode(upper)
-            if mode == "120000" or b"\n" in raw or len(raw) >= longpath.SHORT:
+            if mode == "120000":
                 tmp = shadow.tmp / f"blob.{os.getpid()}.{len(made)}"
                 with longpath.reach(str(upper)) as name:
-                    data = os.fsencode(os.readlink(name)) if mode == "120000" \
-                        else Path(name).read_bytes()
-                tmp.write_bytes(data)
+                    tmp.write_bytes(os.fsencode(os.readlink(name)))
                 made.append(tmp)
                 sources.append(tmp)
             else:
-                sources.append(upper)
+                held.append(_open_file(str(upper)))
+                sources.append(Path(f"/proc/{os.getpid()}/fd/{held[-1]}"))
         yield sources
     finally:
+        for fd in held:
+            os.close(fd)
         for tmp in made:
             tmp.unlink(missing_ok=True)
+
+
+def _open_file(path: str) -> int:
+    parent, name = longpath.split(path)
+    try:
+        return open_regular(name, dir_fd=parent)
+    finally:
+        if parent is not None:
+            os.close(parent)

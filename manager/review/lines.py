@@ -8,6 +8,7 @@ import stat
 from manager.changes.model import Change
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.fs.regular import read_regular
 from manager.record import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
@@ -94,8 +95,7 @@ def _read_lines(path: str) -> list[bytes] | None:
     if st.st_size > MAX_BYTES:
         return None
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular(path)   # swapped for a device since the lstat: not opened
     except OSError:
         return []
     if looks_binary(data):

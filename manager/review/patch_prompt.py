@@ -26,6 +26,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.fs.regular import read_regular
 
 HELP = """y - commit this hunk
 n - do not commit this hunk
@@ -93,7 +94,7 @@ def text_plan(change: Change) -> FilePlan | None:
     try:
         if max(os.lstat(change.path).st_size, os.lstat(change.upper).st_size) > MAX_TEXT:
             return None
-        old, new = change.path.read_bytes(), change.upper.read_bytes()
+        old, new = read_regular(change.path), read_regular(change.upper)
     except OSError:
         return None
     if looks_binary(old) or looks_binary(new):

@@ -37,6 +37,7 @@ from pathlib import Path
 from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import is_within
+from manager.fs.regular import open_regular
 from manager.session.store import Session
 
 RECORD = "shown"         # in the sandbox directory: the last review's entries
@@ -223,7 +224,7 @@ def _digest(path: str) -> str:
     blocks, runs of zero blocks counted, so a hole costs a seek, not its size, and the
     digest is the same however the file system lays the zeros out."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path)   # never a device, fifo or socket the sandbox made
     except OSError:
         return ""
     import hashlib  # only the container engines record digests: not at status's start-up

@@ -68,3 +68,6 @@ def test_no_kind_of_mark_stops_or_steers_the_calls(project: Path, tmp_path: Path
         assert (run.returncode, run.stdout.strip()) == (0, "planted"), (kind, run)
         after = claude.bash("pwd")
         assert (after.returncode, after.stdout.strip()) == (0, str(project)), (kind, after)
+    # The mark is read where only the host writes (marks/): an ordinary cd is still followed.
+    (project / "sub").mkdir()
+    assert claude.bash("cd sub").cwd == str(project / "sub")

@@ -26,6 +26,7 @@ Sandbox layout::
     visible             host paths shown inside as they are (the entry script's list)
     volume              volume mode: the volume holds changes not yet exported to upper/
     calls/              bind-mounted at /run/ws-calls: ws-exec's call registry and cwd marks
+    marks/              the host's: a call's cwd mark, renamed here from calls/ before it is read
     running/            the calls' host-side records ("PID START" of the entry script)
     container.pid       "PID START NAME MODE" of the container's init on the host (the lean
                         path's check; MODE volume or host: how the container was made)
@@ -163,7 +164,7 @@ class ContainerEngine:
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
             name = resource_name(session.id)
             image = self._image(session)
-            for sub in ("upper", "work", "calls", "running"):
+            for sub in ("upper", "work", "calls", "running", "marks"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             labels = self.labels(session)
             fresh = volume and container_upper.make_volume(self.client, session, labels)

@@ -132,6 +132,7 @@ done
 
 id=$SESSION-$$-${EPOCHREALTIME/[.,]/}
 mark=$S/calls/$id.m   # written by the call when it starts, and its final cwd when it ends
+kept=$S/marks/$id.m   # where the host reads it (final_cwd)
 # The record commit and discard wait for: this script's pid and start time, kept where the
 # container cannot write (calls/ is the container's: what it holds proves nothing).
 running=$S/running/$id
@@ -153,7 +154,7 @@ kill_call() {
 exec 8> >( (trap '' INT TERM HUP QUIT
             read -r msg
             [[ $msg == done ]] || kill_call TERM
-            rm -f "$mark" "$S/calls/$id" "$running") <&0 >/dev/null 2>&1 3<&- & )
+            rm -f "$mark" "$kept" "$S/calls/$id" "$running") <&0 >/dev/null 2>&1 3<&- & )
 
 # The call. Inside: mark the start, cd (a directory may exist only in the
 # upper layer), record the final cwd on exit, run the script with no
@@ -206,20 +207,23 @@ done
 [[ -n $killed && $rc == 0 ]] && rc=$((128 + killed))
 
 # -- the call's mark, read on the host (issue 20) ----------------------------------------
-# calls/ is the container's to write: the host follows no name there. The mark is opened
-# once and read only when the open file is a regular file at the mark's own path (not a
-# symlink's target, a device or a FIFO; checked through /proc, so no swap between check and
-# open helps), and only a bounded line naming an absolute path counts. Else: no final cwd.
+# calls/ is the container's to write: the host follows no name there, and opens nothing
+# the container could swap (a device's open acts on the host: attack pass 7). The mark is
+# first renamed into marks/, which only the host writes (a rename moves the entry itself,
+# whatever it is, and opens nothing; same file system: no copy), and opened there only
+# when it is a regular file, which nothing can now replace. A line of at most 4,096 bytes
+# naming an absolute path counts. Else: no final cwd.
 final_cwd() {
-    local fd where
+    local fd
     line=
-    [[ -f $mark && ! -L $mark ]] || return 1        # refused before opening: a FIFO would block
-    { exec {fd}<"$mark"; } 2>/dev/null || return 1
-    where=$(readlink -f -- "/proc/$$/fd/$fd" "$S/calls" 2>/dev/null 8>&-)
-    if [[ -f /proc/$$/fd/$fd && $where == *$'\n'* && ${where%%$'\n'*} == "${where#*$'\n'}/$id.m" ]]
-    then
-        IFS= read -r -n 4097 line <&"$fd"
+    mv -fT -- "$mark" "$kept" 2>/dev/null 8>&- ||
+        { mkdir -p "$S/marks" && mv -fT -- "$mark" "$kept"; } 2>/dev/null 8>&- || return 1
+    if [[ ! -f $kept || -L $kept ]]; then
+        [[ -d $kept && ! -L $kept ]] && rm -rf -- "$kept" 8>&-
+        return 1                                  # refused before opening: a FIFO would block
     fi
+    { exec {fd}<"$kept"; } 2>/dev/null || return 1
+    IFS= read -r -n 4097 line <&"$fd"
     exec {fd}<&-
     [[ $line == /* && ${#line} -le 4096 ]] || { line=; return 1; }
 }
