@@ -58,8 +58,8 @@ FINDINGS = [                    # the attack pass's lines, as it wrote them
 
 # -- the grammar -------------------------------------------------------------------
 
-HEADS = ["docker run --rm img", "podman run -it img", "docker exec c", "gh api",
-         "sudo docker exec c", "docker ps", "podman images -q", "gh pr view 1",
+HEADS = ["docker run --rm img", "podman run -it img", "docker exec ctr", "gh api",
+         "sudo docker exec ctr", "docker ps", "podman images -q", "gh pr view 1",
          "sudo -n podman run img", "{own} status", "{own} diff", "docker", "podman stop",
          "docker rm -f"]
 PLAIN = ["a", "-v", "/victim:/h", "IMG", "x1", "sh", "-c", "--rm", "ps", "A=1", "%", "@x",
@@ -284,6 +284,15 @@ def test_corpus_runs_as_judged(bench: Bench) -> None:
     assert passed >= len(escapes.STILL_PASS)
 
 
+def _may_be_an_id(line: str) -> bool:
+    """A word the engine may read as an id prefix (hex: ``a``, ``1``): whether it names one
+    of workspace's containers depends on which run on the daemon now (the other test pass's
+    among them), and the hook rightly sandboxes it when one does (flaky in CI11: `c`)."""
+    import re
+
+    return any(re.fullmatch(r"[0-9a-f]{1,64}", word) for word in re.split(r"[\s;&|()<>'\"\\]+", line))
+
+
 def test_the_hook_hands_over_the_requoted_line(claude: Claude, bench: Bench) -> None:
     """The real hook: a passing line that requote changes comes back as that line, with
     no decision of the hook's own (the client's permission flow applies to it). Lines that
@@ -299,7 +308,7 @@ def test_the_hook_hands_over_the_requoted_line(claude: Claude, bench: Bench) -> 
     changed = list(itertools.islice(
         ((line, script) for line in lines
          if (script := judged(line, str(REPO))) is not None and shell.requote(script) != line
-         and not passthrough.touches_workspace(script, image)), 25))
+         and not passthrough.touches_workspace(script, image) and not _may_be_an_id(line)), 25))
     assert len(changed) == 25
     for line, script in changed:
         answer = claude.pre_bash(line)

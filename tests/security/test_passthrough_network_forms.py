@@ -21,14 +21,14 @@ from tests.claude.conftest import Claude
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
-LOCAL = ["docker ps -a", "docker images", "docker inspect no-such-ctr", "docker logs --tail 5 c",
+LOCAL = ["docker ps -a", "docker images", "docker inspect no-such-ctr", "docker logs --tail 5 ctr",
          "docker rm -f no-such-ctr", "docker stop -t 1 no-such-ctr", "docker system df",
          "docker run --rm --network none --pull never workspace-sandbox:latest true",
          "gh --version", "sudo -n docker ps"]
 NETWORKED = ["docker run --rm --network none workspace-sandbox:latest true",
              "docker run --rm --pull never workspace-sandbox:latest true",
-             "docker create --network=bridge --pull=never img", "docker start c",
-             "docker exec c true", "docker network connect bridge c", "docker unpause c",
+             "docker create --network=bridge --pull=never img", "docker start ctr",
+             "docker exec ctr true", "docker network connect bridge ctr", "docker unpause ctr",
              "gh auth status", "gh release list"]
 
 
