@@ -93,11 +93,19 @@ def probe(config: Config, engine_name: str) -> Probed:
 
 
 def _probe(config: Config, engine_name: str, port: int, network: list[str] | str) -> Probed:
+    top = Path(tempfile.mkdtemp(prefix="workspace-confine-probe-"))
+    try:
+        return _probe_in(top, config, engine_name, port, network)
+    finally:
+        _remove(top)   # the secret and an empty project, whatever failed (the sandbox is the session's)
+
+
+def _probe_in(top: Path, config: Config, engine_name: str, port: int,
+              network: list[str] | str) -> Probed:
     from manager.session import store
     from manager.session.context import Context
     from manager.session.sandbox import run
 
-    top = Path(tempfile.mkdtemp(prefix="workspace-confine-probe-"))
     token = "hide-probe-" + secrets.token_hex(8)
     secret = top / "secret"
     secret.write_text(token + "\n")
@@ -109,9 +117,9 @@ def _probe(config: Config, engine_name: str, port: int, network: list[str] | str
     probed.values["network"], probed.sources["network"] = network, "doctor's probe"
     session = store.create(project, engine_name, origin="doctor")
     out = top / "out"
-    ctx = Context(project, probed)
     script = (f"S={shlex.quote(str(secret))}; {READS}; "
               f"python3 -c {shlex.quote(CONNECTS)} {port}")
+    ctx = Context(project, probed)
     try:
         with open(out, "wb") as sink:
             rc = run(ctx, session, RunRequest(script, str(project), TIMEOUT,
@@ -122,10 +130,11 @@ def _probe(config: Config, engine_name: str, port: int, network: list[str] | str
     finally:
         # Whatever the call did (an image that cannot serve calls fails it): the session's
         # container and sandbox go with its record, or gc would meet an orphan.
-        with contextlib.suppress(WorkspaceError):
-            ctx.engine(session).destroy(session)
-        store.remove(session)
-        _remove(top)
+        try:
+            with contextlib.suppress(WorkspaceError):
+                ctx.engine(session).destroy(session)
+        finally:
+            store.remove(session)
     hidden = (Verdict(False, "a sandboxed command read the hidden secret") if token in seen
               else Verdict(True, f"hidden from a sandboxed command (exit {rc})"))
     return Probed(hidden, verdict, mode)
@@ -175,4 +184,4 @@ def listed(config: Config, project: str) -> list[str]:
 def _remove(top: Path) -> None:
     import shutil
 
-    shutil.rmtree(top, ignore_errors=True)   # the secret and an empty project (the sandbox is the session's)
+    shutil.rmtree(top, ignore_errors=True)

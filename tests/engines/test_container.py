@@ -313,7 +313,7 @@ def test_doctor_works_only_after_a_real_call(project: Path, tmp_path: Path, engi
     checks = _doctor(engine_name, project, tmp_path)
     assert _failed(checks) == [] and "a sandboxed call works" in checks
     # The probe's container, state and overlay work dir are gone again.
-    assert list(tmp_path.glob("workspace-probe-*")) == []
+    assert list(tmp_path.glob("workspace-probe-*")) == list(tmp_path.glob("workspace-confine-probe-*")) == []
     leftovers = subprocess.run([engine_name, "ps", "-aq", "--filter",
                                 f"label=org.workspace.state={tmp_path}"],
                                capture_output=True, text=True, check=True).stdout
@@ -348,7 +348,7 @@ def test_doctor_names_an_image_that_cannot_serve_calls(project: Path, tmp_path: 
                      WORKSPACE_CONTAINER__IMAGE="workspace-base:bookworm")
     assert _failed(checks) == ["a sandboxed call works"]
     assert "FROM workspace-sandbox" in str(checks["a sandboxed call works"]["fix"])
-    assert list(tmp_path.glob("workspace-probe-*")) == []
+    assert list(tmp_path.glob("workspace-probe-*")) == list(tmp_path.glob("workspace-confine-probe-*")) == []
     # The hide probe's session (in this state dir) failed its call too: its container went.
     leftovers = subprocess.run([engine_name, "ps", "-aq", "--filter",
                                 f"label=org.workspace.state={paths.state_home()}"],
