@@ -52,14 +52,15 @@ class ClientRun:
 class Claude:
     """A fake client session: hook payloads with a fixed session id and a tracked cwd."""
 
-    def __init__(self, project: Path, tmp: Path, session_id: str = "sess-1") -> None:
+    def __init__(self, project: Path, tmp: Path, session_id: str = "sess-1",
+                 engine: str = "overlay") -> None:
         self.project = project
         self.tmp = tmp
         self.session_id = session_id
         self.cwd = str(project)
         self.mode = "bypassPermissions"
         self.env = dict(os.environ, CLAUDE_PROJECT_DIR=str(project), CLAUDE_PLUGIN_ROOT=str(REPO),
-                        WORKSPACE_ENGINE="overlay")
+                        WORKSPACE_ENGINE=engine)
         self.env.pop("CLAUDE_PID", None)
         self.calls = 0
         self.launcher = HOOK

@@ -62,8 +62,7 @@ def test_a_list_goes_through_the_proxy_with_each_call_on_the_record(
     path = tmp_path / "config/workspace/config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"network: ['127.0.0.2:{server.port}']\ncontainer:\n  network: true\n")
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))   # the fixture's, not overlay
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     url = f"http://127.0.0.2:{server.port}/"
 

@@ -32,8 +32,7 @@ EOF
 def test_a_forged_forwarder_word_does_not_hide_the_call(
         engine_name: str, ws, tmp_path: Path, project: Path, server: Server):  # noqa: F811
     allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"])
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     refused = claude.bash(FORGED.format(host="unlisted.invalid", port=server.port))
     assert refused.stdout.split("\n")[:1] == ["forged: HTTP/1.1 403 Forbidden"], refused

@@ -38,8 +38,7 @@ sleep 2; echo held
 def test_an_open_connection_is_on_the_record(
         engine_name: str, ws, tmp_path: Path, project: Path, server: Server):  # noqa: F811
     allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"])
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     assert claude.bash(HOLD.format(port=server.port)).stdout.startswith("held")
     time.sleep(1)

@@ -46,8 +46,7 @@ def threads(pid: int) -> int:
 def test_a_bounded_container_cannot_grow_the_hosts_proxy_without_bound(
         engine_name: str, ws, tmp_path: Path, project: Path, server: Server):  # noqa: F811
     allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"], "container:\n  pids: 64\n")
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     assert claude.bash("echo ready").stdout.startswith("ready")
     sandbox = tmp_path / "state/workspace/sessions/sess-1/sandbox"

@@ -46,8 +46,7 @@ def opened(fd: int) -> list[str]:
 @pytest.mark.parametrize("engine_name", ["docker", "docker-volume"], indirect=True)
 def test_read_opens_no_device_node_the_sandbox_made(engine_name: str, ws, tmp_path: Path,  # noqa: F811
                                                    project: Path):
-    claude = Claude(project, tmp_path)
-    claude.env["WORKSPACE_ENGINE"] = engine_cli(engine_name)
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     assert claude.start().returncode == 0
     assert claude.bash("mknod dev.txt c 1 3").returncode == 0
     ws("status")   # the export

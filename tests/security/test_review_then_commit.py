@@ -12,15 +12,13 @@ record of each file's digest and of every entry's name is compared (session/show
 
 from __future__ import annotations
 
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.engines.conftest import engine_cli
-from tests.engines.conftest import using_engine
+from tests.security.after_review import container_engine  # noqa: F401 - the fixture
+from tests.security.after_review import release
 
 pytestmark = pytest.mark.engine
 
@@ -31,33 +29,14 @@ LATER = ("(i=0; while [ ! -e /dev/shm/go ] && [ $i -lt 300 ]; do sleep 0.1; i=$(
          ">/dev/null 2>&1 </dev/null &")
 
 
-@pytest.fixture(params=["docker", "podman", "docker-volume", "podman-volume"])
-def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                     ) -> Iterator[str]:
-    yield from using_engine(request, monkeypatch)
-
-
-def _exec(cli: str, *argv: str) -> subprocess.CompletedProcess[bytes]:
-    from manager.engines.container.base import container_of
-    from manager.session import store
-
-    sessions, _ = store.list_sessions()
-    return subprocess.run([cli, "exec", container_of(sessions[0]), *argv],
-                          capture_output=True, timeout=60, check=False)
-
 
 def test_a_write_after_review_by_a_background_process_is_not_committed(
-        ws, project: Path, container_engine: str):
+        ws, project: Path, container_engine: str):  # noqa: F811
     (project / "out").mkdir()
     ws("run", "--", "sh", "-c", "echo a > out/a.txt; " + LATER, check=True)
     shown = ws("diff", "--no-pager", check=True).stdout
     assert "out/a.txt" in shown and "late.txt" not in shown
-    cli = engine_cli(container_engine)
-    _exec(cli, "touch", "/dev/shm/go")
-    deadline = time.monotonic() + 30
-    while _exec(cli, "test", "-e", "/dev/shm/wrote").returncode != 0:
-        assert time.monotonic() < deadline, "the background process never wrote"
-        time.sleep(0.05)
+    release(engine_cli(container_engine), "/dev/shm/wrote")
     proc = ws("commit")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "late.txt" in proc.stderr and "review again" in proc.stderr
@@ -71,7 +50,7 @@ def test_a_write_after_review_by_a_background_process_is_not_committed(
 
 
 def test_writes_of_calls_after_a_review_commit_as_before(ws, project: Path,
-                                                         container_engine: str):
+                                                         container_engine: str):  # noqa: F811
     """Only writes no call made are held: a call run after the review commits as before."""
     ws("run", "--", "sh", "-c", "echo a > a.txt", check=True)
     ws("status", check=True)

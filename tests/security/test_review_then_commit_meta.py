@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,8 @@ import pytest
 
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import using_engine
+from tests.security.after_review import container_engine  # noqa: F401 - the fixture
+from tests.security.after_review import release
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
@@ -30,23 +30,9 @@ LATER = ("sh -c 't=0; while [ ! -e /dev/shm/go ] && [ $t -lt 300 ]; do sleep 0.1
          ">/dev/null 2>&1 </dev/null &")
 
 
-@pytest.fixture(params=["docker", "podman", "docker-volume", "podman-volume"])
-def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                     ) -> Iterator[str]:
-    yield from using_engine(request, monkeypatch)
-
-
-def _exec(cli: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    from manager.engines.container.base import container_of
-    from manager.session import store
-
-    sessions, _ = store.list_sessions()
-    return subprocess.run([cli, "exec", container_of(sessions[0]), *argv],
-                          capture_output=True, text=True, timeout=60, check=False)
-
 
 def test_a_symlink_or_mode_changed_after_review_is_not_committed_unseen(
-        ws, project: Path, container_engine: str):
+        ws, project: Path, container_engine: str):  # noqa: F811
     cli = engine_cli(container_engine)
     (project / "out").mkdir()
     ws("run", "--", "sh", "-c", "echo ok > out/ok.txt; ln -s ok.txt out/link; "
@@ -54,11 +40,7 @@ def test_a_symlink_or_mode_changed_after_review_is_not_committed_unseen(
        check=True)
     shown = ws("diff", "--no-pager", check=True).stdout + ws("status", "--no-pager", check=True).stdout
     assert "/etc/hostname" not in shown, shown
-    _exec(cli, "touch", "/dev/shm/go")
-    deadline = time.monotonic() + 30
-    while _exec(cli, "test", "-e", "/dev/shm/done").returncode != 0:
-        assert time.monotonic() < deadline, "the background process never ran"
-        time.sleep(0.05)
+    release(cli, "/dev/shm/done", what="the background process never ran")
     proc = ws("commit")
     link = project / "out" / "link"
     target = os.readlink(link) if os.path.islink(link) else None
@@ -124,11 +106,7 @@ def test_every_attribute_commit_applies_is_one_the_review_recorded(
     (project / "out").mkdir()
     ws("run", "--", "sh", "-c", BEFORE + _later("\n".join(AFTER.values())), check=True)
     ws("status", "--no-pager", check=True)
-    _exec(cli, "touch", "/dev/shm/go")
-    deadline = time.monotonic() + 30
-    while _exec(cli, "test", "-e", "/dev/shm/done").returncode != 0:
-        assert time.monotonic() < deadline, "the background process never ran"
-        time.sleep(0.05)
+    release(cli, "/dev/shm/done", what="the background process never ran")
     missed = []
     for name in AFTER:
         path = project / "out" / name

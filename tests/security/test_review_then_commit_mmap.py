@@ -14,15 +14,14 @@ a fix (e.g. comparing content with what review read) makes it pass every time.
 
 from __future__ import annotations
 
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.engines.conftest import engine_cli
-from tests.engines.conftest import using_engine
+from tests.security.after_review import container_engine  # noqa: F401 - the fixture
+from tests.security.after_review import release
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
@@ -39,23 +38,9 @@ MAPPED = ("python3 -c 'import mmap, os, time\n"
           "time.sleep(60)' >/dev/null 2>&1 </dev/null &")
 
 
-@pytest.fixture(params=["docker", "podman", "docker-volume", "podman-volume"])
-def container_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                     ) -> Iterator[str]:
-    yield from using_engine(request, monkeypatch)
-
-
-def _exec(cli: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    from manager.engines.container.base import container_of
-    from manager.session import store
-
-    sessions, _ = store.list_sessions()
-    return subprocess.run([cli, "exec", container_of(sessions[0]), *argv],
-                          capture_output=True, text=True, timeout=60, check=False)
-
 
 def test_a_mapped_write_after_review_is_not_committed_unseen(ws, project: Path,
-                                                             container_engine: str):
+                                                             container_engine: str):  # noqa: F811
     cli = engine_cli(container_engine)
     (project / "out").mkdir()
     ws("run", "--", "sh", "-c", "echo aaaa > out/a.txt; " + MAPPED, check=True)
@@ -65,10 +50,7 @@ def test_a_mapped_write_after_review_is_not_committed_unseen(ws, project: Path,
         time.sleep(0.1)
     shown = ws("diff", "--no-pager", check=True).stdout               # the review
     assert "+good" in shown and "EVIL" not in shown, shown
-    _exec(cli, "touch", "/dev/shm/go")
-    while _exec(cli, "test", "-e", "/dev/shm/done").returncode != 0:
-        assert time.monotonic() < deadline, "the background process never wrote"
-        time.sleep(0.05)
+    release(cli, "/dev/shm/done", deadline)
     proc = ws("commit")
     committed = (project / "out" / "a.txt").read_text() if (project / "out" / "a.txt").exists() \
         else ""

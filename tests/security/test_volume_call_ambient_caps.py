@@ -35,8 +35,7 @@ SYS_ADMIN = 1 << 21
 @pytest.mark.parametrize("engine_name", ["podman-volume", "docker-volume"], indirect=True)
 def test_no_call_in_volume_mode_holds_cap_sys_admin(
         engine_name: str, ws, tmp_path: Path, project: Path):  # noqa: F811
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     run = claude.bash(REMOUNT)
     caps = [int(line.split()[1], 16) for line in run.stdout.splitlines() if line.startswith("CapEff:")]

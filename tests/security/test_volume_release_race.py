@@ -30,8 +30,7 @@ ROUNDS = 3
 @pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
 def test_no_call_keeps_cap_sys_admin_while_a_commit_releases(
         engine_name: str, ws, tmp_path: Path, project: Path):  # noqa: F811
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     seen: list[int] = []
     committed = 0

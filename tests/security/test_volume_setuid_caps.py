@@ -52,8 +52,7 @@ def test_no_call_gets_cap_sys_admin_back_through_a_setuid_program(
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace"
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.yaml").write_text(f"hide: [secret.env]\ncontainer.image: {sudo_image}\n")
-    claude = Claude(project, tmp_path)
-    claude.env["WORKSPACE_ENGINE"] = engine_cli(engine_name)
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     assert claude.start().returncode == 0
     run = claude.bash(ESCAPE)
     reached = {"CAP_SYS_ADMIN": any(line.startswith("CapEff:") and int(line.split()[1], 16) & (1 << 21)

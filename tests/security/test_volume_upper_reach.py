@@ -29,8 +29,7 @@ SABOTAGE = ("echo change > new.txt; mv /run/ws-vol/upper /run/ws-vol/u2 && "
 @pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
 def test_a_call_cannot_make_discard_impossible(engine_name: str, ws, tmp_path: Path,  # noqa: F811
                                                project: Path):  # noqa: F811
-    claude = Claude(project, tmp_path)
-    claude.env.update(WORKSPACE_ENGINE=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     claude.start()
     try:
         assert claude.bash(SABOTAGE).returncode == 0
