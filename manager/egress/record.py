@@ -22,6 +22,7 @@ SEEN = "egress.seen"     # how many refused attempts the Stop hook has already m
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -53,6 +54,21 @@ def attempts(sandbox: Path) -> list[dict[str, Any]]:
         entry["open"] = state == "open"
         out.append(entry)
     return out
+
+
+def awaited(sandbox: Path, holds: Callable[[list[dict[str, Any]]], bool],
+            seconds: float = 5.0) -> tuple[bool, list[dict[str, Any]]]:
+    """(whether ``holds`` came true, the attempts last read): the record read again until it
+    does or ``seconds`` pass. doctor's probes: the proxy writes an attempt's lines as it
+    decides and as the connection ends, on a loaded machine a moment after the call returned."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not holds(found := attempts(sandbox)):
+        if time.monotonic() > deadline:
+            return False, found
+        time.sleep(0.05)
+    return True, found
 
 
 def size(entry: dict[str, Any]) -> int:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -98,17 +97,9 @@ def check() -> Check:
                  if why else "")
 
 
-RECORD_WAIT = 5.0
-
-
-def _record(sandbox: Path) -> list[dict[str, object]]:
-    from manager.egress import record
-
-    return record.attempts(sandbox)
-
-
 def _run(sandbox: Path, port: int) -> tuple[str, str]:
     """(why the probe failed, or ""; a note on what holds but is not recorded)."""
+    from manager.egress import record
     from manager.engines.overlay import engine
 
     engine.start_holder(sandbox, "", 60.0, "probe")
@@ -121,15 +112,9 @@ def _run(sandbox: Path, port: int) -> tuple[str, str]:
         return (f"expected {EXPECTED!r}, the sandbox said {proc.stdout!r} "
                 f"{proc.stderr.strip()[-300:]!r}"), ""
     want = sorted([(False, "proxy"), (True, "proxy")] + ([] if unrecorded else [(False, "direct")]))
-    # The proxy writes a direct attempt after it has refused it: on a loaded machine the
-    # line may land a moment after the call returned.
-    deadline = time.monotonic() + RECORD_WAIT
-    while True:
-        record = _record(sandbox)
-        if sorted((e["allowed"], e.get("via", "proxy")) for e in record) == want:
-            break
-        if time.monotonic() > deadline:
-            return f"the proxy's record does not hold the {len(want)} attempts: {record!r}", ""
-        time.sleep(0.05)
+    held, found = record.awaited(
+        sandbox, lambda got: sorted((e["allowed"], e.get("via", "proxy")) for e in got) == want)
+    if not held:
+        return f"the proxy's record does not hold the {len(want)} attempts: {found!r}", ""
     return "", ("; direct attempts fail but are not recorded (no veth in this kernel)"
                 if unrecorded else "; direct attempts are refused and recorded")
