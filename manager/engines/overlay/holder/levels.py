@@ -274,6 +274,8 @@ def bind_sockets(builder: Skeletons, paths: set[str], listening: Callable[[], fr
                 continue
             try:
                 found.append((path, bind_fd(path, readonly=False)))
+            except FileNotFoundError:
+                continue   # removed since it was listed (daemons come and go): gone here too
             except OSError as exc:
                 builder.log.append(f"{path}: a socket made after the sandbox started: {exc}")
                 unbound.append(path)
@@ -281,11 +283,20 @@ def bind_sockets(builder: Skeletons, paths: set[str], listening: Callable[[], fr
         try:
             _attach_socket(fd, path)
         except OSError as exc:   # e.g. the sandbox looked it up before it existed
+            if _unlinked(fd):
+                continue   # removed outside since it was bound: the sandbox sees it gone too
             builder.log.append(f"{path}: a socket made after the sandbox started: {exc}")
             unbound.append(path)
         finally:
             os.close(fd)
     return unbound
+
+
+def _unlinked(fd: int) -> bool:
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return False
 
 
 def _attach_socket(fd: int, path: str) -> None:
