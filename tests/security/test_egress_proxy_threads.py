@@ -58,3 +58,29 @@ def test_a_bounded_container_cannot_grow_the_hosts_proxy_without_bound(
         most = max(most, threads(proxy))
         time.sleep(0.25)
     assert most <= before + 64, (before, most)
+
+
+def test_refused_direct_attempts_and_queries_cost_one_thread():
+    """The overlay proxy looked up each refused direct attempt's or DNS query's call on a
+    thread of its own (up to 200 new ones a second, each scanning /proc): a flood grew the
+    proxy without bound. Now one worker does the lookups, :data:`live.BACKLOG` deep, and
+    past that the reader does them itself: however many come, one thread more."""
+    import threading
+
+    from manager.engines.overlay.holder import live
+
+    proxy = live.Live(lambda entry: None)
+    busy, release, done = threading.Event(), threading.Event(), []
+    before = threading.active_count()
+    proxy.later(lambda: (busy.set(), release.wait()))   # the worker is held by a slow lookup
+    assert busy.wait(10)
+    for i in range(live.BACKLOG + 100):
+        proxy.later(lambda i=i: done.append(i))
+    assert threading.active_count() == before + 1
+    assert done == list(range(live.BACKLOG, live.BACKLOG + 100))   # ran at once, on the reader
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(done) < live.BACKLOG + 100 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(done) == list(range(live.BACKLOG + 100))
+    assert threading.active_count() == before + 1

@@ -16,7 +16,8 @@ held open is on the record while it lasts, and a proxy that stops closes what it
 At most :data:`.live.LIMIT` connections are served at once; more are refused at once and
 counted on the record: what the sandbox may make the host's proxy hold is bounded. With
 ``network`` off or a list, the proxy also reads the namespace's watched way out
-(:mod:`.direct`): connections made around the proxy are refused at once and recorded too.
+(:mod:`.direct`): connections made around the proxy are refused at once and recorded too
+(the lookups of their calls on one worker thread: :meth:`.live.Live.later`).
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ class Proxy:
             watcher.refuse(attempt)
             self.record(entry)
 
-        threading.Thread(target=run, daemon=True).start()
+        self.live.later(run)
 
     def resolver(self, sock: socket.socket, limiter: Limiter, holder: int) -> None:
         """A query to a loopback nameserver (:mod:`.dns`): recorded once, answered REFUSED."""
@@ -298,7 +299,7 @@ class Proxy:
                     sock.sendto(answer_, peer)
             self.record(entry)
 
-        threading.Thread(target=run, daemon=True).start()
+        self.live.later(run)
 
     def handle(self, conn: socket.socket, holder: int, call: str | None = None) -> None:
         """One connection; ``call`` when the caller found it already (the container

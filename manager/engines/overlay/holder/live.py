@@ -9,13 +9,17 @@ from commit or discard, its holder gone) writes the closes of what it still hold
 bytes so far. **The sandbox's limits bound its cost on the host**: at most :data:`LIMIT`
 connections are served at once, each by a thread; one more is closed at once and counted on
 the record (``via: limit``, one line per burst), as is one whose thread cannot start
-(RuntimeError at the user's thread limit: the proxy goes on).
+(RuntimeError at the user's thread limit: the proxy goes on). A refused direct attempt or
+DNS query (whose call is looked up in /proc before its refusal) is a job for one worker
+thread, :data:`BACKLOG` jobs deep; past that, the reader does the job itself, so a flood
+slows only the flooder's own refusals and never grows the proxy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import socket
 import threading
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 LIMIT = 64            # connections served at once (a container's pids limit, say)
+BACKLOG = 256         # refusals waiting for the worker
 SAY_EVERY = 1.0       # at most one over-the-limit line a second; the rest counted in it
 CLOSE_FIELDS = ("up", "down", "seconds", "error")
 
@@ -40,6 +45,8 @@ class Live:
         self.count = 0
         self.refused = 0          # over the limit, not yet on the record
         self.said = 0.0
+        self.jobs: queue.Queue[Callable[[], None]] = queue.Queue(BACKLOG)
+        self.worker: threading.Thread | None = None
 
     # -- the bound -----------------------------------------------------------------------
 
@@ -61,6 +68,22 @@ class Live:
             self.slots.release()
             if self.refused:
                 self.say_refused("too many connections at once", force=True)
+
+    def later(self, job: Callable[[], None]) -> None:
+        """``job`` on the one worker thread, or now when its backlog is full."""
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, daemon=True)
+            self.worker.start()
+        try:
+            self.jobs.put_nowait(job)
+        except queue.Full:
+            job()
+
+    def _work(self) -> None:
+        while True:
+            job = self.jobs.get()
+            with contextlib.suppress(Exception):   # one job's failure is not the worker's end
+                job()
 
     def refuse(self, conn: socket.socket, why: str) -> None:
         with contextlib.suppress(OSError):
