@@ -5,8 +5,11 @@ refused at once and counted. The proxy's real writer, real sockets and threads."
 
 from __future__ import annotations
 
+import fcntl
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -58,9 +61,52 @@ def test_the_reader_takes_a_torn_last_line_and_a_close_without_its_open(tmp_path
     refused = {"host": "c.example", "port": 80, "allowed": False, "call": "toolu_2"}
     text = "".join(json.dumps(e) + "\n" for e in (opened, orphan, refused))
     (tmp_path / record.RECORD).write_text(text + '{"conn": "1.a.1", "state": "clo')
-    seen = record.attempts(tmp_path)
+    (tmp_path / live.LIVE_DIR).mkdir()
+    with open(tmp_path / live.LIVE_DIR / "1.a", "w") as lock:   # its proxy runs
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        seen = record.attempts(tmp_path)
     assert [(e["host"], e["open"]) for e in seen] == \
         [("a.example", True), ("b.example", False), ("c.example", False)]
+
+
+KILLED = '''
+import sys, time
+from manager.engines.overlay.holder.egress_proxy import Proxy
+proxy = Proxy(sys.argv[1], ["example.org"])
+for n in (1, 2):
+    proxy.live.opened({"time": 1.0, "call": f"toolu_{n}", "host": "example.org", "port": 443,
+                       "allowed": True})
+print("open", flush=True)
+time.sleep(60)
+'''
+
+
+def test_a_proxy_killed_outright_leaves_no_attempt_open(tmp_path: Path):
+    """SIGKILL lets a proxy write no close: while it ran its attempts were open; after,
+    the reader shows them ended (the kernel dropped the proxy's lock), saying why. Before,
+    they read as open for ever."""
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "open\n"
+        assert [e["open"] for e in record.attempts(tmp_path)] == [True, True]
+        assert record.as_json(tmp_path)["open"] == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    seen = record.attempts(tmp_path)
+    assert [(e["call"], e["open"], e.get("error")) for e in seen] == \
+        [("toolu_1", False, record.ORPHANED), ("toolu_2", False, record.ORPHANED)]
+    assert "still open" not in "\n".join(record.render(tmp_path))
+    # A proxy that ends as it should closes its attempts itself, and takes its lock file.
+    proxy = Proxy(str(tmp_path), ["example.org"])
+    proxy.live.opened({"time": 2.0, "call": "toolu_3", "host": "example.org", "port": 443,
+                       "allowed": True})
+    assert record.attempts(tmp_path)[-1]["open"] is True
+    proxy.live.close_all("the proxy stopped")
+    assert record.attempts(tmp_path)[-1]["error"] == "the proxy stopped"
+    [left] = (tmp_path / live.LIVE_DIR).iterdir()     # the killed one's, unlocked
+    assert left.name.startswith(f"{proc.pid}.")
 
 
 def test_connections_over_the_bound_are_refused_at_once_and_counted(tmp_path: Path):

@@ -7,7 +7,9 @@ summed up for ``workspace status`` and the Stop hook, and listed per call
 The proxy writes an attempt when it decides it (engines/overlay/holder/live.py): a refusal
 as one line; an allowed connection as a ``state: open`` line, then a ``state: close`` line
 with the same ``conn`` and its bytes. :func:`attempts` merges them: an attempt with no close
-yet is ``open``. Connections refused over the proxy's limit are one line per burst
+yet is ``open`` while the proxy that wrote it runs (it holds a lock in ``egress.live/``); a
+proxy killed outright wrote no close, and its open attempts read as ended, with the error
+saying so. Connections refused over the proxy's limit are one line per burst
 (``via: limit``, ``count``)."""
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from manager import fastjson  # status may not import json (tests/test_startup_imports.py)
 
 RECORD = "egress.jsonl"
+LIVE_DIR = "egress.live"   # holder/live.py: a lock per running proxy
+ORPHANED = "the proxy ended without closing it (killed)"
 POLICY = "network.json"
 SEEN = "egress.seen"     # how many refused attempts the Stop hook has already mentioned
 
@@ -53,7 +57,41 @@ def attempts(sandbox: Path) -> list[dict[str, Any]]:
             opened[conn] = entry
         entry["open"] = state == "open"
         out.append(entry)
+    if opened:
+        _orphans_ended(sandbox, opened)
     return out
+
+
+def _orphans_ended(sandbox: Path, opened: dict[str, dict[str, Any]]) -> None:
+    """An open attempt whose proxy no longer holds its lock is over: the proxy died."""
+    alive: dict[str, bool] = {}
+    for conn, entry in opened.items():
+        prefix = conn.rpartition(".")[0]
+        if prefix not in alive:
+            alive[prefix] = _proxy_runs(sandbox, prefix)
+        if not alive[prefix]:
+            entry.update(open=False, error=ORPHANED)
+
+
+def _proxy_runs(sandbox: Path, prefix: str) -> bool:
+    import fcntl
+    import os
+
+    if "/" in prefix or prefix in ("", ".", ".."):
+        return False
+    try:
+        fd = os.open(sandbox / LIVE_DIR / prefix, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def awaited(sandbox: Path, holds: Callable[[list[dict[str, Any]]], bool],

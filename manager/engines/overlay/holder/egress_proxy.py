@@ -207,7 +207,7 @@ class Proxy:
         self.sandbox = sandbox
         self.allow = allow
         self.lock = threading.Lock()
-        self.live = live.Live(self.record)
+        self.live = live.Live(self.record, sandbox)
 
     def serve(self, channel: socket.socket) -> None:
         """Take the listeners the holder made in the sandbox's namespace, then accept on

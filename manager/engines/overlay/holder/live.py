@@ -6,7 +6,10 @@ and completed when it ends (a ``close`` line with the same id: bytes, seconds, e
 refusal is complete at once (one line). The reader (manager/egress/record.py) merges them
 and shows an attempt with no close as open. A proxy that stops (its container ended, SIGTERM
 from commit or discard, its holder gone) writes the closes of what it still holds, with the
-bytes so far. **The sandbox's limits bound its cost on the host**: at most :data:`LIMIT`
+bytes so far; one killed outright cannot, so each proxy holds a lock on its own file in
+``SANDBOX/egress.live/`` (named by the prefix of its connections' ids) while it runs: the
+reader shows an open attempt whose proxy holds no lock as ended.
+**The sandbox's limits bound its cost on the host**: at most :data:`LIMIT`
 connections are served at once, each by a thread; one more is closed at once and counted on
 the record (``via: limit``, one line per burst), as is one whose thread cannot start
 (RuntimeError at the user's thread limit: the proxy goes on). A refused direct attempt or
@@ -29,6 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+LIVE_DIR = "egress.live"   # a lock per running proxy (manager/egress/record.py reads it)
 LIMIT = 64            # connections served at once (a container's pids limit, say)
 BACKLOG = 256         # refusals waiting for the worker
 SAY_EVERY = 1.0       # at most one over-the-limit line a second; the rest counted in it
@@ -36,7 +40,7 @@ CLOSE_FIELDS = ("up", "down", "seconds", "error")
 
 
 class Live:
-    def __init__(self, record: Callable[[dict[str, object]], None]) -> None:
+    def __init__(self, record: Callable[[dict[str, object]], None], sandbox: str | None = None) -> None:
         self.record = record
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(LIMIT)
@@ -47,6 +51,7 @@ class Live:
         self.said = 0.0
         self.jobs: queue.Queue[Callable[[], None]] = queue.Queue(BACKLOG)
         self.worker: threading.Thread | None = None
+        self.alive = _hold_lock(sandbox, self.prefix) if sandbox is not None else None
 
     # -- the bound -----------------------------------------------------------------------
 
@@ -135,6 +140,29 @@ class Live:
                                 "seconds": round(time.monotonic() - started, 3)}))
         if self.refused:
             self.say_refused("too many connections at once", force=True)
+        if self.alive is not None:   # nothing open is left to vouch for
+            with contextlib.suppress(OSError):
+                os.unlink(self.alive)
+
+
+def _hold_lock(sandbox: str, prefix: str) -> str | None:
+    """Lock ``egress.live/PREFIX`` for this process's life (the kernel lets go when it dies);
+    its path, or None when it cannot (the reader then shows its open attempts as ended)."""
+    import fcntl
+
+    folder = os.path.join(sandbox, LIVE_DIR)
+    path = os.path.join(folder, prefix)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return path   # the descriptor stays open, and locked, until the process ends
 
 
 def _close(entry: dict[str, object]) -> dict[str, object]:
