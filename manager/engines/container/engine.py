@@ -163,7 +163,7 @@ class ContainerEngine:
             self.client.remove(self.container_name(session))
             (session.sandbox / PID_FILE).unlink(missing_ok=True)
             name = resource_name(session.id)
-            image = self._image(session)
+            image = self._image(session, volume)
             for sub in ("upper", "work", "calls", "running", "marks"):
                 (session.sandbox / sub).mkdir(parents=True, exist_ok=True)
             labels = self.labels(session)
@@ -278,10 +278,12 @@ class ContainerEngine:
             self.client.remove_volume_quietly(resource_name(found.session))
             self.client.remove_volume_quietly(lower_volume_name(found.session))
 
-    def _image(self, session: Session) -> str:
+    def _image(self, session: Session, volume: bool) -> str:
         """``container.image``, else the project's trusted devcontainer (built once)."""
         from manager.engines.container import image as container_image
         image, spec = container_image.choose(self.config, session.project_path)
+        if volume:
+            container_image.refuse_build_in_volume_mode(spec)
         container_image.ensure(self.client.path(), image, spec,
                                bool(self.config["container.network"]))
         if not self.client.image_exists(image):

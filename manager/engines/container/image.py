@@ -178,6 +178,24 @@ def trust(project: Path, trusted: bool) -> tuple[Path, str | None] | None:
     return path, config_mod.record_trust(path, digest)
 
 
+def refuse_build_in_volume_mode(spec: Devcontainer | None) -> None:
+    """Volume mode runs the image's own programs as root with CAP_SYS_ADMIN (the container's
+    init, and the start that mounts its overlay) before any call drops it: the image must be
+    one the agent cannot have shaped. A build trusts the devcontainer.json and Dockerfile,
+    but reads its context, the project, which the agent's Write tool writes (a ``COPY`` then
+    ``RUN`` of a script, ``pip install .``, ``make install`` run the agent's code into the
+    image). So a devcontainer build never runs in volume mode, whenever it was built."""
+    if spec is None or spec.dockerfile is None:
+        return
+    raise EngineUnavailable(
+        f"the project's devcontainer ({spec.path}) is built from the project, which the agent "
+        f"can write, and volume mode runs its image's programs as root with CAP_SYS_ADMIN "
+        f"while it mounts the sandbox: a devcontainer build does not run in volume mode",
+        hint="build the image yourself from files you checked and set container.image in your "
+             "own config, or name a ready image in devcontainer.json (\"image\"), or use "
+             "container.upper: host where `workspace doctor` says it works")
+
+
 def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> None:
     """Build a devcontainer's image unless it exists (same inputs, same tag: built once).
 
