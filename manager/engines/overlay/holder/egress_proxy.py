@@ -65,8 +65,12 @@ def read_policy(sandbox: str) -> dict[str, object]:
 
 
 def allowed(patterns: list[str], host: str, port: int) -> bool:
-    """``host`` (any port), ``host:port``, ``*.domain`` (the subdomains, not the domain)."""
+    """``host`` (any port), ``host:port``, ``*.domain`` (the subdomains, not the domain).
+    Only a host written as a name or an address is judged: what is compared here is then
+    what the resolver reads (a NUL ended the name there, after ``.example.com`` matched)."""
     host = host.lower().rstrip(".")
+    if not plain_host(host):
+        return False
     for pattern in patterns:
         name, _, want = pattern.lower().rpartition(":") if _has_port(pattern) else (pattern.lower(), "", "")
         if want and want != str(port):
@@ -77,6 +81,27 @@ def allowed(patterns: list[str], host: str, port: int) -> bool:
         if name == host:
             return True
     return False
+
+
+LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+HOST_NAME = rf"{LABEL}(?:\.{LABEL})*"
+
+
+def plain_host(host: str) -> bool:
+    """A DNS name of letters, digits, ``-`` and ``_`` (lowercase, no trailing dot), or an IP
+    address as ``ipaddress`` reads it, without a zone; nothing else reaches a resolver."""
+    import ipaddress
+    import re
+
+    if len(host) > 253 or "%" in host:
+        return False
+    if re.fullmatch(HOST_NAME, host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _has_port(pattern: str) -> bool:
@@ -500,7 +525,7 @@ def caller(conn: socket.socket, holder: int) -> str:
         pid = _owner(holder, inode) if inode else None
     except OSError:
         return ""
-    return _call_above(pid)
+    return _call_above(pid, holder)
 
 
 def direct_caller(holder: int, proto: str, local: int, remote: int) -> str:
@@ -511,16 +536,30 @@ def direct_caller(holder: int, proto: str, local: int, remote: int) -> str:
         pid = _owner(holder, inode) if inode else None
     except OSError:
         return ""
-    return _call_above(pid)
+    return _call_above(pid, holder)
 
 
-def _call_above(pid: int | None) -> str:
+def _call_above(pid: int | None, holder: int) -> str:
+    """The call of the entry script above ``pid``. Only a process of the holder's own pid
+    namespace (the host's) is read as one: every sandboxed process is in the session's
+    namespace or below it, so none of them can pose as the entry script with its argv."""
+    try:
+        host = os.readlink(f"/proc/{holder}/ns/pid")
+    except OSError:
+        return ""
     while pid is not None and pid > 1:
-        call = _call_of(pid)
+        call = _call_of(pid) if _pid_namespace(pid) == host else None
         if call is not None:
             return call
         pid = parent_of(pid)
     return ""
+
+
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
 
 
 def _socket_inode(holder: int, tables: tuple[str, ...], port: int, remote_port: int | None) -> str:
