@@ -137,21 +137,26 @@ def _side(path: str, label: str, max_bytes: int) -> Side:
         return Side(label, st.st_mode, f"-> {os.readlink(path)}\n".encode(), st.st_size)
     if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
         return Side(label, st.st_mode, None, st.st_size)
-    return Side(label, st.st_mode, _read_nofollow(path, st.st_size), st.st_size)
+    return Side(label, st.st_mode, _read_nofollow(path, st.st_size, max_bytes), st.st_size)
 
 
-def _read_nofollow(path: str, size: int) -> bytes:
-    """The file's bytes (``size``: what lstat said, a hint; the file may have changed)."""
+def _read_nofollow(path: str, size: int, limit: int) -> bytes | None:
+    """The file's bytes (``size``: what lstat said, a hint; the file may have changed);
+    None once past ``limit`` (a file a call keeps growing must not keep diff reading)."""
     fd = open_regular(path)   # swapped for a device since the lstat: not opened
     try:
         want = size + 1
         chunks = [os.read(fd, want)]
+        total = len(chunks[0])
         # A short read of a regular file is its end: no second read to see an empty one
         # (10,000 fewer calls for a 5,000-file diff). One that grew is read to its end.
         while len(chunks[-1]) == want:
+            if total > limit:
+                return None
             want = max(size, 1 << 16)
             chunks.append(os.read(fd, want))
-        return b"".join(chunks)
+            total += len(chunks[-1])
+        return b"".join(chunks) if total <= limit else None
     finally:
         os.close(fd)
 

@@ -120,6 +120,18 @@ class Change(Value):
     def upper(self) -> Path:
         return Path(self.upper_path)
 
+    @cached_property
+    def upper_root(self) -> str:
+        """The directory of the host's that the entry is below: ``upper_path`` without
+        the trailing names it shares with ``real_path`` (the layer's upper directory, or
+        one of the host's above it). Below it, every name is the sandbox's (fs/regular.py's
+        ``open_below`` follows none of them)."""
+        up, real = self.upper_path.split("/"), self.real_path.split("/")
+        shared = 0
+        while shared < min(len(up), len(real)) - 1 and up[-1 - shared] == real[-1 - shared]:
+            shared += 1
+        return "/".join(up[:len(up) - shared]) or "/"
+
     def as_json(self) -> dict[str, object]:
         return {
             "path": self.real_path,

@@ -45,22 +45,14 @@ def take(session_id: str, host: str, uppers: list[str]) -> str:
 
 def _open_below(upper: str, rel: str) -> int:
     """``rel`` under ``upper``, every component opened without following a symlink."""
-    parts = rel.split("/")
-    at = os.open(upper, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for name in parts[:-1]:
-            below = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
-            os.close(at)
-            at = below
         # Only a regular file is opened: a device node the sandbox made is never opened on
         # the host, nor a fifo (it would block) or a socket.
-        return regular.open_regular(parts[-1], dir_fd=at)
+        return regular.open_below(upper, os.path.join(upper, rel))
     except regular.NotRegular as exc:
         raise NotReadable("it is not a regular file in the sandbox") from exc
     except OSError as exc:
         raise NotReadable(f"it changed while it was read ({exc.strerror})") from exc
-    finally:
-        os.close(at)
 
 
 def _copy(fd: int, session_id: str, host: str) -> str:

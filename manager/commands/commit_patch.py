@@ -16,6 +16,8 @@ from manager.commit import apply
 from manager.commit import partial
 from manager.commit.exclude import compile_patterns
 from manager.errors import WorkspaceError
+from manager.fs.regular import linked_below
+from manager.fs.regular import read_regular
 from manager.review import patch_prompt
 from manager.review.grouping import group
 from manager.session import shown
@@ -37,7 +39,14 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
         ui.out("nothing chosen: everything stays pending")
         return 0
     with upper_at_rest(ctx, session) as layers:
+        # Applied only as shown: nothing runs in the sandbox from here on, so what is
+        # checked now is what is applied.
         _refuse_changed(shown.changed(seen, choices.whole))
+        now = [c for c in pending(ctx, session) if not excluded(c.path)]
+        _refuse_changed(shown.grown(seen, now, choices.whole))
+        _refuse_changed(_not_as_shown(choices.shown))
+        _refuse_changed([str(p.change.path) for p in choices.partial
+                         if linked_below(p.change.upper_root, p.change.upper_path)])
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
                               exclude=never_committed(ctx)) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
@@ -57,6 +66,22 @@ def _refuse_changed(late: list[str]) -> None:
         names = ", ".join(ui.quote(p) for p in late[:5]) + (" ..." if len(late) > 5 else "")
         raise WorkspaceError(f"the sandbox changed {names} while you chose; nothing written",
                              hint="run `workspace commit -p` again")
+
+
+def _not_as_shown(plans: list[patch_prompt.FilePlan]) -> list[str]:
+    """The text files taken whole whose sandbox bytes are not those their hunks showed
+    (a call wrote them between the first look and the question, then back)."""
+    late = []
+    for plan in plans:
+        change = plan.change
+        try:
+            same = not linked_below(change.upper_root, change.upper_path) and \
+                read_regular(change.upper_path) == plan.new
+        except OSError:
+            same = False
+        if not same:
+            late.append(str(change.path))
+    return late
 
 
 def _units(changes: list[Change], project: Path) -> list[Change]:

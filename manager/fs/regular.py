@@ -9,6 +9,12 @@ driver runs), its type read from that descriptor, and only a regular file is the
 through the descriptor's ``/proc/self/fd`` link: the very inode just checked, whatever
 the sandbox renames in between. Directories need none of this: ``O_DIRECTORY`` refuses
 anything else before any driver is asked.
+
+Below an upper directory, every component is the sandbox's too: a directory there may be
+swapped for a symlink to a host directory while the host reads (a call runs during
+``commit -p``'s questions, ``status``, ``diff``). :func:`open_below` walks from the upper
+root, each directory opened without following a symlink; :func:`linked_below` checks a
+path for it where nothing runs (commit's apply, with the engine stopped).
 """
 
 from __future__ import annotations
@@ -48,3 +54,46 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
     fd = open_regular(path)
     with open(fd, "rb") as handle:
         return handle.read()
+
+
+def open_below(root: str, path: str) -> int:
+    """:func:`open_regular` of ``path``, which is below ``root``, every directory between
+    them opened without following a symlink (OSError ELOOP or ENOTDIR for one)."""
+    rel = os.path.relpath(path, root)
+    if rel == "." or rel.startswith("../") or rel == "..":
+        raise NotRegular(errno.EINVAL, "not below its upper directory", path)
+    parts = rel.split("/")
+    at = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            below = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
+            os.close(at)
+            at = below
+        return open_regular(parts[-1], dir_fd=at)
+    finally:
+        os.close(at)
+
+
+def read_below(root: str, path: str) -> bytes:
+    """The bytes of ``path`` below ``root`` (:func:`open_below`)."""
+    with open(open_below(root, path), "rb") as handle:
+        return handle.read()
+
+
+def linked_below(root: str, path: str) -> bool:
+    """Whether a directory between ``root`` and ``path`` is not a plain directory (a
+    symlink put there): for where nothing changes the upper meanwhile."""
+    rel = os.path.relpath(os.path.dirname(path), root)
+    if rel == "..":
+        return True
+    here = root
+    for name in [] if rel == "." else rel.split("/"):
+        if name == "..":
+            return True
+        here = os.path.join(here, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return True
+        except OSError:
+            return True
+    return False

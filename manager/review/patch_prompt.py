@@ -26,6 +26,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.sniff import looks_binary
+from manager.fs.regular import read_below
 from manager.fs.regular import read_regular
 
 HELP = """y - commit this hunk
@@ -62,6 +63,8 @@ class FilePlan:
 class Choices:
     partial: list[FilePlan] = field(default_factory=list)   # some hunks, not all
     whole: list[Path] = field(default_factory=list)          # commit as they are
+    # The text files taken whole (every hunk): the sandbox's bytes as their hunks showed them.
+    shown: list[FilePlan] = field(default_factory=list)
 
 
 class Quit(Exception):
@@ -94,7 +97,9 @@ def text_plan(change: Change) -> FilePlan | None:
     try:
         if max(os.lstat(change.path).st_size, os.lstat(change.upper).st_size) > MAX_TEXT:
             return None
-        old, new = read_regular(change.path), read_regular(change.upper)
+        # Below the upper root no symlink is followed: a call may swap a directory for one
+        # to a host directory while the question waits.
+        old, new = read_regular(change.path), read_below(change.upper_root, change.upper_path)
     except OSError:
         return None
     if looks_binary(old) or looks_binary(new):
@@ -106,6 +111,7 @@ def text_plan(change: Change) -> FilePlan | None:
 def _record(plan: FilePlan, choices: Choices) -> None:
     if plan.all_taken:
         choices.whole.append(plan.change.path)
+        choices.shown.append(plan)
     elif plan.any_taken:
         choices.partial.append(plan)
 

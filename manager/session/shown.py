@@ -124,6 +124,15 @@ def changed(shown: Shown, paths: list[Path]) -> list[str]:
     return sorted(late)
 
 
+def grown(shown: Shown, found: list[Change], paths: list[Path]) -> list[str]:
+    """The real paths (within ``paths``) of entries ``found`` applies that ``shown`` did
+    not hold: made since (``commit -p`` applies a path chosen whole with what is below it,
+    as it is, so everything there must be what was shown)."""
+    known = {upper for upper, _, _ in shown}
+    return sorted(real for upper, real in _entries(found)
+                  if upper not in known and _within(real, paths))
+
+
 def added(names: set[str], found: list[Change], paths: list[Path]) -> list[str]:
     """The real paths (within ``paths``, if any) of changes the review did not read."""
     return sorted(c.real_path for c in found

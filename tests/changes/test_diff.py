@@ -120,6 +120,8 @@ def test_a_file_is_read_whole_whatever_size_lstat_said(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_bytes(data)
     for hint in (0, 1, 255, 65_535, len(data) - 1, len(data), len(data) + 10):
-        assert _read_nofollow(str(path), hint) == data
+        assert _read_nofollow(str(path), hint, len(data)) == data
+    # Past the limit (a file a call keeps growing): read no further, and say so.
+    assert _read_nofollow(str(path), 0, len(data) - 1) is None
     path.write_bytes(b"")
-    assert _read_nofollow(str(path), 0) == b""
+    assert _read_nofollow(str(path), 0, 10) == b""

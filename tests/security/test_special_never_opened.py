@@ -103,7 +103,7 @@ def test_every_host_reader_refuses_a_special_entry_unopened(tmp_path: Path):
             # A reader that lstat'ed a regular file, then found this in its place (a swap).
             assert not model.same_content(path, st_plain, upper / "plain", st_plain)
             with pytest.raises(regular.NotRegular):
-                diff._read_nofollow(str(path), 2)
+                diff._read_nofollow(str(path), 2, 1 << 20)
             assert lines._read_lines(str(path)) == []
         seen = watch.seen()
     finally:
