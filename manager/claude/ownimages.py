@@ -16,6 +16,10 @@ reads as its own; so is one that may pull an image under a session's image's nam
 from __future__ import annotations
 
 OUR_LABELS = "org.workspace."
+# Repositories workspace builds into, whatever the tag: a devcontainer's build tag is the hash
+# of inputs the agent knows, so a tag it plants before the user trusts that devcontainer
+# would be "built once" already (attack pass 8).
+OUR_REPOSITORIES = frozenset(("workspace-devcontainer", "workspace-sandbox", "workspace-base"))
 IMAGE_MARK = "org.workspace.hash"   # manager/images/build.sh
 # Passthrough forms (manager.claude.ctrforms) that write a local image by name.
 WRITES = frozenset(("tag", "pull", "rmi"))
@@ -54,7 +58,10 @@ class Mine:
             return None
 
     def named(self, name: str) -> bool:
-        """``name`` is one of them (or they cannot be told)."""
+        """``name`` is one of them (or they cannot be told), or in a repository of
+        workspace's own, whatever its tag (one a session may come to run)."""
+        if repository(name) in OUR_REPOSITORIES:
+            return True
         names = self.names()
         return names is None or key(name) in {key(n) for n in names}
 
@@ -75,6 +82,13 @@ def key(name: str) -> str:
             ref = ref[len(prefix):]
             break
     return ref + at + digest
+
+
+def repository(name: str) -> str:
+    """``name``'s repository as the engines resolve it, without tag or digest."""
+    ref = key(name).partition("@")[0]
+    head, colon, tag = ref.rpartition(":")
+    return head if colon and "/" not in tag else ref
 
 
 def marks_container(labels: object) -> bool:
