@@ -98,19 +98,24 @@ shown() {
 # an ambient one. So every call starts as root, drops it from the bounding set, and only
 # then becomes the caller (uid, gid, the groups the image gave the caller as the container
 # started: container/upper.py GROUPS), with no inheritable or ambient capability left.
+# Two steps: setpriv reads a uid or group as a name first (getpwnam: glibc's NSS reads the
+# container's nsswitch.conf and loads its libnss modules, which a root call may have
+# replaced), so the drop comes first, by a setpriv that looks nothing up; the lookups of
+# the second run without the capability (attack pass 8).
 drop=() drop_env=() as=$U
 if [[ $made == volume || -e $S/volume ]]; then
-    t=/.ws-prologue restore=(-u LC_ALL) caps=(--bounding-set -sys_admin) as=0:0
+    t=/.ws-prologue restore=(-u LC_ALL) as=0:0
+    setpriv=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv")
+    drop=("${setpriv[@]}" --bounding-set -sys_admin --)
     if [[ ${U%%:*} != 0 ]]; then
         groups=
         read -r groups 2>/dev/null <"$S/call.groups"
         [[ $groups =~ ^[0-9]+(,[0-9]+)*$ ]] || groups=${U#*:}
-        caps+=(--reuid "${U%%:*}" --regid "${U#*:}" --groups "$groups"
-               --inh-caps=-all --ambient-caps=-all)
+        drop+=("${setpriv[@]}" --reuid "${U%%:*}" --regid "${U#*:}" --groups "$groups"
+               --inh-caps=-all --ambient-caps=-all --)
     fi
     case ${LC_ALL-unset} in C|C.*|POSIX|"") restore=("LC_ALL=$LC_ALL") ;; esac   # as below
-    drop=("$t/ld.so" --inhibit-cache --library-path "$t" "$t/setpriv" "${caps[@]}" --
-          env "${restore[@]}")
+    drop+=(env "${restore[@]}")
     drop_env=(-e LC_ALL=C)
 fi
 envs=()
