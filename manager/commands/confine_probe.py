@@ -27,9 +27,12 @@ if TYPE_CHECKING:
     from manager.session.store import Session
 
 # What a command would try: cat, python's open, a symlink to it, a hard link, the roots of
-# /proc; whatever it prints must not hold the secret.
+# /proc, and last, taking the mask off (a command that is root in the overlay engine's
+# namespace can: attack pass 8); whatever it prints must not hold the secret.
+UNMOUNTED = "__ws_probe_umount__"
 READS = ('cat "$S"; python3 -c "import sys; print(open(sys.argv[1]).read())" "$S"; '
-         'ln -s "$S" l && cat l; ln "$S" h && cat h; cat "/proc/self/root$S" "/proc/1/root$S"')
+         'ln -s "$S" l && cat l; ln "$S" h && cat h; cat "/proc/self/root$S" "/proc/1/root$S"; '
+         f'echo {UNMOUNTED}; umount "$S" 2>/dev/null && cat "$S"')
 # The network's part: one line each, "net ..." (the proxy settings are the sandbox's own).
 CONNECTS = r'''
 import socket, sys, urllib.error, urllib.request
@@ -60,6 +63,7 @@ TIMEOUT = 120.0
 class Verdict:
     held: bool | None      # None: not probed
     detail: str
+    limit: bool = False    # not held for a reason docs/security.md states (doctor warns)
 
 
 @dataclass
@@ -133,9 +137,19 @@ def _probe_in(top: Path, config: Config, engine_name: str, port: int,
                 ctx.engine(session).destroy(session)
         finally:
             store.remove(session)
-    hidden = (Verdict(False, "a sandboxed command read the hidden secret") if token in seen
-              else Verdict(True, f"hidden from a sandboxed command (exit {rc})"))
-    return Probed(hidden, verdict, mode)
+    return Probed(_hidden(seen, token, rc), verdict, mode)
+
+
+def _hidden(seen: str, token: str, rc: int) -> Verdict:
+    before, _, after = seen.partition(UNMOUNTED)
+    if token in before:
+        return Verdict(False, "a sandboxed command read the hidden secret")
+    if token in after:
+        return Verdict(False, "a sandboxed command that is root in the sandbox's namespace "
+                              "unmounted the mask and read the hidden secret: run workspace as "
+                              "an ordinary user with subordinate ids (or use podman or docker) "
+                              "for hide to hold", limit=True)
+    return Verdict(True, f"hidden from a sandboxed command (exit {rc})")
 
 
 def _network(seen: str, mode: str, session: Session) -> Verdict:

@@ -31,22 +31,25 @@ def report(ctx: Context, engine: str | None) -> tuple[dict[str, Any], dict[str, 
         hidden.update(held=False, detail=why)
         network.update(held=False, detail=why)
         return hidden, network
-    hidden.update(held=found.hide.held, detail=found.hide.detail)
+    hidden.update(held=found.hide.held, detail=found.hide.detail, limit=found.hide.limit)
     network.update(probed=found.network_mode, held=found.network.held, detail=found.network.detail)
     return hidden, network
 
 
 def failed(hidden: dict[str, Any], network: dict[str, Any]) -> bool:
-    """Whether doctor fails: hiding did not hold, or the network confinement the settings ask
-    for did not (with ``network: open`` the probe's word is shown, not counted)."""
-    return hidden["held"] is False or (network["held"] is False and network["setting"] != "open")
+    """Whether doctor fails: hiding did not hold (but for a limit the docs state, root of the
+    overlay engine's namespace: a warning), or the network confinement the settings ask for
+    did not (with ``network: open`` the probe's word is shown, not counted)."""
+    return (hidden["held"] is False and not hidden.get("limit")) or \
+        (network["held"] is False and network["setting"] != "open")
 
 
 def show(hidden: dict[str, Any], network: dict[str, Any]) -> None:
     ui.out(ui.paint(f"hidden from sandboxed commands: {len(hidden['paths'])} path(s)", "bold"))
     for path in hidden["paths"]:
         ui.out(f"  {path}")
-    ui.out(f"  {_mark(hidden['held'])} probe ({hidden['engine'] or 'no engine'}): {hidden['detail']}")
+    mark = ui.paint("warn", "yellow") if hidden.get("limit") else _mark(hidden["held"])
+    ui.out(f"  {mark} probe ({hidden['engine'] or 'no engine'}): {hidden['detail']}")
     setting = network["setting"]
     shown = ", ".join(setting) if isinstance(setting, list) else setting
     ui.out(ui.paint(f"network: {shown}", "bold"))

@@ -66,6 +66,7 @@ def test_a_future_devcontainers_tag_cannot_be_planted(engine_name: str, project:
             runs_agents = f'"n":"{agents}"' in labels
         else:
             runs_agents = False
-        assert not passed and not runs_agents, (form, "passed through", "next container runs the agent's image:", runs_agents)
+        assert not passed and not runs_agents, (form, "passed through",
+                                                "next container runs the agent's image:", runs_agents)
     finally:
         subprocess.run(["docker", "rmi", "-f", agents, *made], capture_output=True)

@@ -25,16 +25,29 @@ from tests.conftest import Runner
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
 
-@pytest.mark.usefixtures("overlay_engine")
-def test_root_cannot_unmount_a_mask_or_doctor_says_so(ws: Runner, tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("root only")
+def _secret(tmp_path: Path) -> Path:
     secret = tmp_path / "secret"
     secret.write_text("TOPSECRET-A8\n")
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace"
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.yaml").write_text(f"hide: [{secret}]\n")
+    return secret
+
+
+@pytest.mark.usefixtures("overlay_engine")
+def test_doctor_does_not_say_held_where_root_takes_a_mask_off(ws: Runner, tmp_path: Path) -> None:
+    secret = _secret(tmp_path)
     read = ws("run", "--", "sh", "-c", f"umount {secret}; cat {secret}").stdout
     doctor = json.loads(ws("doctor", "--engine", "overlay", "--json").stdout)["hide"]
-    assert "TOPSECRET-A8" not in read or not doctor["held"], (read, doctor)
+    assert "TOPSECRET-A8" in read, read   # the gap this test holds doctor to (below)
+    assert doctor["held"] is False and "unmounted the mask" in doctor["detail"], doctor
+
+
+@pytest.mark.usefixtures("overlay_engine")
+@pytest.mark.xfail(strict=True, reason="not defended yet (docs/security.md): the masks are made "
+                   "in the namespace a root call is root of; locking them needs them made in a "
+                   "mount namespace of the host's user namespace before the sandbox's is copied")
+def test_root_cannot_unmount_a_mask(ws: Runner, tmp_path: Path) -> None:
+    secret = _secret(tmp_path)
+    read = ws("run", "--", "sh", "-c", f"umount {secret}; cat {secret}").stdout
     assert "TOPSECRET-A8" not in read, read

@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +29,7 @@ import pytest
 from tests.claude.conftest import Claude
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.security.test_volume_setuid_caps import sudo_image  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
@@ -53,19 +51,6 @@ PLANT = (f"printf %s {shlex.quote(EVIL_C)} > /tmp/evil.c && "
          "rootsh -p -c 'cp /tmp/libnss_evil.so.2 /lib/x86_64-linux-gnu/ && "
          "sed -i \"s/^passwd:.*/passwd: evil files/; s/^group:.*/group: evil files/\" "
          "/etc/nsswitch.conf' && echo planted")
-
-
-@pytest.fixture
-def sudo_image(engine_name: str) -> Iterator[str]:  # noqa: F811
-    cli = engine_cli(engine_name)
-    image = f"localhost/sudo-like-{uuid.uuid4().hex[:8]}:latest"
-    built = subprocess.run([cli, "build", "-q", "--network", "none", "-t", image, "-"], capture_output=True,
-                           text=True, timeout=300, env={**os.environ, "DOCKER_BUILDKIT": "0"},
-                           input="FROM workspace-sandbox:latest\n"
-                                 "RUN cp /bin/bash /usr/local/bin/rootsh && chmod 4755 /usr/local/bin/rootsh\n")
-    assert built.returncode == 0, built.stderr
-    yield image
-    subprocess.run([cli, "rmi", "-f", image], capture_output=True)
 
 
 @pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
