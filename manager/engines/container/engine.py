@@ -119,6 +119,7 @@ class ContainerEngine:
         return container_of(session)
 
     def prepare(self, session: Session) -> None:
+        from manager.engines.container import direct as container_direct
         from manager.engines.container import egress as container_egress
 
         self._network_changed(session)
@@ -130,6 +131,7 @@ class ContainerEngine:
                 self._start(session)
             elif not container_egress.alive(session):   # its proxy died: another
                 container_egress.restart(session, pid)
+                container_direct.attach(self, session, self.container_name(session))
 
     def _network_changed(self, session: Session) -> None:
         """A container made for another ``network`` than the configuration's now is replaced
@@ -186,6 +188,9 @@ class ContainerEngine:
                 self._require_limits(started)
                 if proxy is not None:
                     self._proxy_ready(proxy, session, started)
+                    from manager.engines.container import direct as container_direct
+
+                    container_direct.attach(self, session, name)
             finally:
                 if proxy is not None and proxy.poll() is None and proxy.stdin and not proxy.stdin.closed:
                     proxy.kill()   # never told a container: it would wait for one
@@ -214,8 +219,11 @@ class ContainerEngine:
         from manager.engines.container import egress as container_egress
 
         launch.write_policy(session.sandbox, self.config, session.project)
-        if not container_egress.listed(self.config, session):
-            return options, None
+        if not container_egress.recorded(self.config, session) or \
+                (remote and not container_egress.listed(self.config, session)):
+            return options, None   # off on a remote engine: unrecorded (its socket is here)
+        if not container_egress.listed(self.config, session):   # off: a recorder only
+            return options, container_egress.spawn(session)
         if remote:
             raise EngineUnavailable(
                 "network is a list of hosts, whose proxy a remote engine cannot reach (its "

@@ -1,0 +1,67 @@
+"""Direct attempts from a podman or docker session container on the record (issue 24).
+
+With ``network`` a list the container runs ``--network none`` and reaches the listed hosts
+through the host's proxy (:mod:`.egress`). A connection made around it (a raw connect, a
+UDP send, ``curl --noproxy``) failed with "network unreachable" and left no trace. Once the
+container and its proxy run, a one-shot helper container joins the container's network
+namespace with NET_ADMIN and NET_RAW (the session container never has NET_ADMIN), from
+workspace's own image (``container.image``, never a devcontainer's: that one is the
+agent's), and makes the overlay engine's watched pair there (``holder/direct_attach.py``):
+the proxy reads its packet socket as the overlay proxy does, records each attempt with its
+call and refuses it at once. An engine or kernel that cannot (no veth, no image) keeps
+today's behaviour, with a line in ``egress.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from typing import Any
+
+from manager.engines.container.egress import DIR
+from manager.engines.container.egress import HOLDER_DIR
+from manager.engines.container.egress import MOUNT
+from manager.engines.container.egress import PROXY_LOG
+from manager.session.store import Session
+
+TOKEN = "egress.direct"        # holder/direct_attach.TOKEN
+ENV = "WS_DIRECT_TOKEN"        # holder/direct_attach.ENV
+CODE = "/run/ws-holder"        # the holder's code in the helper, read-only
+TIMEOUT = 60.0
+
+
+def attach(engine: Any, session: Session, container: str) -> bool:
+    """Make the watched pair in ``container``'s network namespace and hand it to the
+    session's proxy; False (and a line in the proxy's log) when it cannot."""
+    token = secrets.token_hex(16)
+    path = session.sandbox / TOKEN
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(token + "\n")
+    try:
+        proc = subprocess.run(argv(engine, session, container), capture_output=True,
+                              timeout=TIMEOUT, env={**os.environ, ENV: token}, check=False)
+        said = proc.stdout.decode(errors="replace").strip()
+        errors = proc.stderr.decode(errors="replace").strip().splitlines()
+        why = "" if proc.returncode == 0 and said == "ok" else \
+            (said or (errors[-1] if errors else f"the helper exited {proc.returncode}"))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why = str(exc)
+    finally:
+        path.unlink(missing_ok=True)
+    if why:
+        with open(session.sandbox / PROXY_LOG, "a", encoding="utf-8") as log:
+            log.write(f"network: direct connections are refused but not recorded ({why})\n")
+    return not why
+
+
+def argv(engine: Any, session: Session, container: str) -> list[str]:
+    """The helper: root in its own container, only the two network capabilities, the proxy's
+    socket and the holder's code read-only, the token from the environment (not argv)."""
+    return [engine.cli_path(), "run", "--rm", "--pull", "never", "--network", f"container:{container}",
+            "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+            "--security-opt", "no-new-privileges", "-e", ENV,
+            "-v", f"{session.sandbox / DIR}:{MOUNT}:ro", "-v", f"{HOLDER_DIR}:{CODE}:ro",
+            engine.config["container.image"], "python3", "-I", CODE, "direct-attach"]
