@@ -34,23 +34,37 @@ TIMEOUT = 60.0
 def attach(engine: Any, session: Session, container: str) -> bool:
     """Make the watched pair in ``container``'s network namespace and hand it to the
     session's proxy; False (and a line in the proxy's log) when it cannot."""
+    return finish(session, begin(engine, session, container))
+
+
+def begin(engine: Any, session: Session, container: str) -> subprocess.Popen[bytes]:
+    """The helper, started: it runs while the engine finishes the container's start (the
+    proxy queues its hand-over until told the container's init), ~0.5 s that overlap."""
     token = secrets.token_hex(16)
     path = session.sandbox / TOKEN
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(token + "\n")
+    return subprocess.Popen(argv(engine, session, container), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, ENV: token})
+
+
+def finish(session: Session, helper: subprocess.Popen[bytes]) -> bool:
+    """Wait for the helper; False (and a line in the proxy's log) when it could not."""
     try:
-        proc = subprocess.run(argv(engine, session, container), capture_output=True,
-                              timeout=TIMEOUT, env={**os.environ, ENV: token}, check=False)
-        said = proc.stdout.decode(errors="replace").strip()
-        errors = proc.stderr.decode(errors="replace").strip().splitlines()
-        why = "" if proc.returncode == 0 and said == "ok" else \
-            (said or (errors[-1] if errors else f"the helper exited {proc.returncode}"))
+        out, err = helper.communicate(timeout=TIMEOUT)
+        said = out.decode(errors="replace").strip()
+        errors = err.decode(errors="replace").strip().splitlines()
+        why = "" if helper.returncode == 0 and said == "ok" else \
+            (said or (errors[-1] if errors else f"the helper exited {helper.returncode}"))
     except (OSError, subprocess.TimeoutExpired) as exc:
+        helper.kill()
+        helper.wait()
         why = str(exc)
     finally:
-        path.unlink(missing_ok=True)
+        (session.sandbox / TOKEN).unlink(missing_ok=True)
     if why:
         with open(session.sandbox / PROXY_LOG, "a", encoding="utf-8") as log:
             log.write(f"network: direct connections are refused but not recorded ({why})\n")

@@ -182,15 +182,16 @@ class ContainerEngine:
                                                     container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             options, proxy = self._egress(session, options, remote)
+            from manager.engines.container import direct as container_direct
+
+            helper = None
             try:
                 started = self.client.start(image, name, labels,
                                             {**options, **self.identity(), **self.limits(session.project)})
                 self._require_limits(started)
-                if proxy is not None:
+                if proxy is not None:   # the watched pair, made while the rest of the start runs
+                    helper = container_direct.begin(self, session, name)
                     self._proxy_ready(proxy, session, started)
-                    from manager.engines.container import direct as container_direct
-
-                    container_direct.attach(self, session, name)
             finally:
                 if proxy is not None and proxy.poll() is None and proxy.stdin and not proxy.stdin.closed:
                     proxy.kill()   # never told a container: it would wait for one
@@ -202,6 +203,8 @@ class ContainerEngine:
 
                 container_hide.mask_volume(self.client, name, self.config, session)
             self._make_home(name, session, overlaid)
+            if helper is not None:
+                container_direct.finish(session, helper)
         start = procs.start_time(started.pid) if started.pid and not remote else None
         from manager.engines.container import ids as container_ids
 
