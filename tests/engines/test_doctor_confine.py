@@ -95,3 +95,9 @@ def test_a_direct_attempt_refused_at_once_must_be_on_the_record(tmp_path: Path):
                             "call": ""}) + "\n")
     verdict = confine_probe._network(seen, "list", session)   # type: ignore[arg-type]
     assert verdict.held is True and verdict.detail.endswith("refused and recorded"), verdict
+    # Unreachable (no pair: the helper could not): it holds, and says the log's reason.
+    (sandbox / "egress.log").write_text("network: direct connections are refused but not "
+                                        "recorded (no such image)\n")
+    seen = seen.replace("192.0.2.1 111", "192.0.2.1 101")
+    verdict = confine_probe._network(seen, "list", session)   # type: ignore[arg-type]
+    assert verdict.held is True and verdict.detail.endswith("not recorded (no such image)"), verdict

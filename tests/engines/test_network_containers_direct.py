@@ -83,3 +83,21 @@ def test_direct_attempts_are_refused_at_once_and_recorded_with_their_call(
     calls = ("toolu_0001", "toolu_0002", "toolu_0003")
     assert seen == {(proto, "192.0.2.1", 4444, "direct", False, call)
                     for proto in ("tcp", "udp") for call in calls}, network
+
+
+@pytest.mark.parametrize("engine_name", ["podman", "docker"], indirect=True)
+def test_a_helper_that_cannot_leaves_a_line_in_the_log(engine_name: str, tmp_path: Path):
+    """No container to join (as with no veth or no image): False, and egress.log says why."""
+    from types import SimpleNamespace
+
+    from manager import config
+    from manager.engines import registry
+    from manager.engines.container import direct
+
+    session = SimpleNamespace(sandbox=tmp_path / "sandbox")
+    (session.sandbox / "egress").mkdir(parents=True)
+    engine = registry.make(engine_cli(engine_name), config.load(None))
+    assert direct.attach(engine, session, "ws-no-such-container") is False   # type: ignore[arg-type]
+    log = (session.sandbox / "egress.log").read_text()
+    assert log.startswith("network: direct connections are refused but not recorded ("), log
+    assert not (session.sandbox / direct.TOKEN).exists()

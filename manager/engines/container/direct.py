@@ -31,6 +31,38 @@ CODE = "/run/ws-holder"        # the holder's code in the helper, read-only
 TIMEOUT = 60.0
 
 
+def recorder(session: Session) -> subprocess.Popen[bytes] | None:
+    """With ``network`` off, the proxy as a recorder only: None (and a line in its log) when
+    it cannot start, for the session runs without it as before."""
+    from manager.engines.container import egress
+    from manager.errors import EngineUnavailable
+
+    try:
+        return egress.spawn(session)
+    except EngineUnavailable as exc:
+        _say(session, str(exc))
+        return None
+
+
+def recorder_ready(proc: subprocess.Popen[bytes], session: Session, init: int) -> bool:
+    """The recorder told the container's init; False (logged, the recorder gone) when it
+    cannot watch it (an engine in a VM: no pid of this host)."""
+    from manager.engines.container import egress
+    from manager.errors import EngineUnavailable
+
+    try:
+        egress.ready(proc, session, init)
+        return True
+    except EngineUnavailable as exc:
+        _say(session, str(exc))
+        return False
+
+
+def _say(session: Session, why: str) -> None:
+    with open(session.sandbox / PROXY_LOG, "a", encoding="utf-8") as log:
+        log.write(f"network: direct connections are refused but not recorded ({why})\n")
+
+
 def attach(engine: Any, session: Session, container: str) -> bool:
     """Make the watched pair in ``container``'s network namespace and hand it to the
     session's proxy; False (and a line in the proxy's log) when it cannot."""
@@ -56,7 +88,8 @@ def finish(session: Session, helper: subprocess.Popen[bytes]) -> bool:
     try:
         out, err = helper.communicate(timeout=TIMEOUT)
         said = out.decode(errors="replace").strip()
-        errors = err.decode(errors="replace").strip().splitlines()
+        errors = [line for line in err.decode(errors="replace").splitlines()
+                  if line.strip() and "--help" not in line]   # docker's "Run '... --help'" last
         why = "" if helper.returncode == 0 and said == "ok" else \
             (said or (errors[-1] if errors else f"the helper exited {helper.returncode}"))
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -66,8 +99,7 @@ def finish(session: Session, helper: subprocess.Popen[bytes]) -> bool:
     finally:
         (session.sandbox / TOKEN).unlink(missing_ok=True)
     if why:
-        with open(session.sandbox / PROXY_LOG, "a", encoding="utf-8") as log:
-            log.write(f"network: direct connections are refused but not recorded ({why})\n")
+        _say(session, why)
     return not why
 
 

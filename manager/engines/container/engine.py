@@ -183,15 +183,19 @@ class ContainerEngine:
             options, overlaid = self._view(session, options, volume)
             options, proxy = self._egress(session, options, remote)
             from manager.engines.container import direct as container_direct
+            from manager.engines.container import egress as container_egress
 
             helper = None
             try:
                 started = self.client.start(image, name, labels,
                                             {**options, **self.identity(), **self.limits(session.project)})
                 self._require_limits(started)
-                if proxy is not None:   # the watched pair, made while the rest of the start runs
+                # The watched pair, made while the rest of the start runs (off: if it records).
+                if proxy is not None and container_egress.listed(self.config, session):
                     helper = container_direct.begin(self, session, name)
                     self._proxy_ready(proxy, session, started)
+                elif proxy is not None and container_direct.recorder_ready(proxy, session, started.pid):
+                    helper = container_direct.begin(self, session, name)
             finally:
                 if proxy is not None and proxy.poll() is None and proxy.stdin and not proxy.stdin.closed:
                     proxy.kill()   # never told a container: it would wait for one
@@ -226,7 +230,9 @@ class ContainerEngine:
                 (remote and not container_egress.listed(self.config, session)):
             return options, None   # off on a remote engine: unrecorded (its socket is here)
         if not container_egress.listed(self.config, session):   # off: a recorder only
-            return options, container_egress.spawn(session)
+            from manager.engines.container import direct as container_direct
+
+            return options, container_direct.recorder(session)
         if remote:
             raise EngineUnavailable(
                 "network is a list of hosts, whose proxy a remote engine cannot reach (its "
