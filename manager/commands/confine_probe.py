@@ -2,8 +2,10 @@
 one call in a scratch session reads a hidden secret in every way a command would try, and
 tries the network: a test server on this host's 127.0.0.2, listed, must answer through the
 session's proxy, a host not listed must be refused and both must be on the record, and no
-connection may go around the proxy. An engine that cannot take a list (try, a remote
-container engine) is probed with ``network: off``: nothing may answer at all.
+connection may go around the proxy; a direct attempt refused at once (the watched pair:
+holder/direct.py, container/direct.py) must be on the record too, one that fails as
+unreachable (no pair: no veth, no helper) is said. An engine that cannot take a list (try,
+a remote container engine) is probed with ``network: off``: nothing may answer at all.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ for host in ("127.0.0.2", "192.0.2.1"):
     try:
         socket.create_connection((host, port), timeout=3).close()
         say("direct reached", host)
-    except OSError:
-        say("direct failed", host)
+    except OSError as exc:
+        say("direct failed", host, exc.errno)   # 111: the watched pair refused it (recorded)
 '''
 TIMEOUT = 120.0
 
@@ -167,22 +169,38 @@ def _network(seen: str, mode: str, session: Session) -> Verdict:
     if said[:2] != [f"listed {netprobe.GREETING.decode()}", "unlisted 403"] or reached:
         return Verdict(False, "with network a list of hosts, expected the listed host to answer "
                               f"and others to be refused: the sandbox said {said!r}")
-    missing = _unrecorded(session)
+    watched = said[3].endswith(" 111")   # refused at once: the watched pair answered
+    missing = _unrecorded(session, watched)
     if missing:
         return Verdict(False, f"the egress record does not hold {missing}")
     return Verdict(True, "a list of hosts: the listed host answered through the session's proxy, "
                          "one not listed was refused, both on the record; no connection went "
-                         "around the proxy")
+                         "around the proxy; " + ("a direct attempt was refused and recorded"
+                                                 if watched else _unwatched(session)))
 
 
-def _unrecorded(session: Session) -> str:
-    """Which of the two attempts through the proxy the record lacks ("" when both are on it)."""
+def _unwatched(session: Session) -> str:
+    """What the session's log says of direct attempts it could not record (container/direct.py)."""
+    try:
+        lines = (session.sandbox / "egress.log").read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    said = [line.removeprefix("network: ") for line in lines if line.startswith("network: direct")]
+    return said[-1] if said else "direct attempts fail (unreachable) but are not recorded"
+
+
+def _unrecorded(session: Session, direct: bool) -> str:
+    """Which of the attempts (through the proxy; ``direct``, the one around it) the record
+    lacks ("" when all are on it)."""
     from manager.egress import record
 
-    want = {("127.0.0.2", True): "the allowed attempt", ("refused.invalid", False): "the refused one"}
+    want = {("127.0.0.2", True, "proxy"): "the allowed attempt",
+            ("refused.invalid", False, "proxy"): "the refused one"}
+    if direct:
+        want[("192.0.2.1", False, "direct")] = "the direct attempt"
 
     def lacking(found: list[dict[str, object]]) -> list[str]:
-        got = {(e.get("host"), e.get("allowed")) for e in found}
+        got = {(e.get("host"), e.get("allowed"), e.get("via", "proxy")) for e in found}
         return [what for key, what in want.items() if key not in got]
 
     _, found = record.awaited(session.sandbox, lambda found: not lacking(found))

@@ -39,6 +39,14 @@ def listed(config: Any, session: Session) -> bool:
     return isinstance(launch.effective(config, session.project), list)
 
 
+def recorded(config: Any, session: Session) -> bool:
+    """Whether the session runs a proxy: a list (it relays and records), or off (it only
+    records the direct attempts container/direct.py hands it; no socket is mounted)."""
+    from manager.egress import launch
+
+    return launch.effective(config, session.project) != "open"
+
+
 def options(session: Session, options: dict[str, Any]) -> dict[str, Any]:
     """``run`` options: the socket's directory, read-only, and the forwarder as the command."""
     where = session.sandbox / DIR
@@ -50,10 +58,11 @@ def options(session: Session, options: dict[str, Any]) -> dict[str, Any]:
 
 def spawn(session: Session, restart: bool = False) -> subprocess.Popen[bytes]:
     """The proxy, bound to its socket (its first word read): its own session, so it outlives
-    the caller and no group kill meant for a call reaches it."""
+    the caller and no group kill meant for a call reaches it. With ``network`` off there is
+    no forwarder to wait for (``--restart``: none says hello)."""
     stop(session)
     argv = [sys.executable, "-I", str(HOLDER_DIR), "egress-proxy", str(session.sandbox),
-            *(["--restart"] if restart else [])]
+            *(["--restart"] if restart or _mode(session) == "off" else [])]
     with open(session.sandbox / PROXY_LOG, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                 start_new_session=True, close_fds=True)
@@ -79,7 +88,21 @@ def ready(proc: subprocess.Popen[bytes], session: Session, init: int) -> None:
         _fail(proc, session, line)
     from manager.fs.util import write_atomic
 
-    write_atomic(session.sandbox / PROXY_PID, f"{proc.pid} {procs.start_time(proc.pid)}\n".encode())
+    # The third word: the entry script points calls at the proxy only with a list.
+    write_atomic(session.sandbox / PROXY_PID,
+                 f"{proc.pid} {procs.start_time(proc.pid)} {_mode(session)}\n".encode())
+
+
+def _mode(session: Session) -> str:
+    """The running policy's mode (``network.json``, written before the container starts)."""
+    import json
+
+    from manager.egress import launch
+
+    try:
+        return str(json.loads((session.sandbox / launch.POLICY).read_text(encoding="utf-8"))["mode"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "list"
 
 
 def restart(session: Session, init: int) -> None:

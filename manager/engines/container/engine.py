@@ -119,6 +119,7 @@ class ContainerEngine:
         return container_of(session)
 
     def prepare(self, session: Session) -> None:
+        from manager.engines.container import direct as container_direct
         from manager.engines.container import egress as container_egress
 
         self._network_changed(session)
@@ -130,6 +131,7 @@ class ContainerEngine:
                 self._start(session)
             elif not container_egress.alive(session):   # its proxy died: another
                 container_egress.restart(session, pid)
+                container_direct.attach(self, session, self.container_name(session))
 
     def _network_changed(self, session: Session) -> None:
         """A container made for another ``network`` than the configuration's now is replaced
@@ -180,12 +182,20 @@ class ContainerEngine:
                                                     container_upper.VOLUME_MOUNT)
             options, overlaid = self._view(session, options, volume)
             options, proxy = self._egress(session, options, remote)
+            from manager.engines.container import direct as container_direct
+            from manager.engines.container import egress as container_egress
+
+            helper = None
             try:
                 started = self.client.start(image, name, labels,
                                             {**options, **self.identity(), **self.limits(session.project)})
                 self._require_limits(started)
-                if proxy is not None:
+                # The watched pair, made while the rest of the start runs (off: if it records).
+                if proxy is not None and container_egress.listed(self.config, session):
+                    helper = container_direct.begin(self, session, name)
                     self._proxy_ready(proxy, session, started)
+                elif proxy is not None and container_direct.recorder_ready(proxy, session, started.pid):
+                    helper = container_direct.begin(self, session, name)
             finally:
                 if proxy is not None and proxy.poll() is None and proxy.stdin and not proxy.stdin.closed:
                     proxy.kill()   # never told a container: it would wait for one
@@ -197,6 +207,8 @@ class ContainerEngine:
 
                 container_hide.mask_volume(self.client, name, self.config, session)
             self._make_home(name, session, overlaid)
+            if helper is not None:
+                container_direct.finish(session, helper)
         start = procs.start_time(started.pid) if started.pid and not remote else None
         from manager.engines.container import ids as container_ids
 
@@ -214,8 +226,13 @@ class ContainerEngine:
         from manager.engines.container import egress as container_egress
 
         launch.write_policy(session.sandbox, self.config, session.project)
-        if not container_egress.listed(self.config, session):
-            return options, None
+        if not container_egress.recorded(self.config, session) or \
+                (remote and not container_egress.listed(self.config, session)):
+            return options, None   # off on a remote engine: unrecorded (its socket is here)
+        if not container_egress.listed(self.config, session):   # off: a recorder only
+            from manager.engines.container import direct as container_direct
+
+            return options, container_direct.recorder(session)
         if remote:
             raise EngineUnavailable(
                 "network is a list of hosts, whose proxy a remote engine cannot reach (its "

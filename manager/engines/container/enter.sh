@@ -55,13 +55,15 @@ fi
 # Setting `network` changed since the container started: `workspace run` replaces it
 # (egress/launch.py). A list of hosts: the session's proxy runs on the host (container/egress.py),
 # checked as the container is (a dead one is restarted there); calls reach it through the
-# forwarder on 127.0.0.1:3128 inside (the same port takes SOCKS5).
+# forwarder on 127.0.0.1:3128 inside (the same port takes SOCKS5). Off: it runs too, as the
+# recorder of direct attempts only (container/direct.py).
 [[ -e $S/network.stale ]] && fallback
 if [[ -e $S/egress.pid ]]; then
-    read -r epid estart _ 2>/dev/null <"$S/egress.pid" || fallback
+    read -r epid estart emode _ 2>/dev/null <"$S/egress.pid" || fallback
     read -r -a st 2>/dev/null <"/proc/$epid/stat" || fallback
     [[ ${st[21]} == "$estart" && ${st[2]} != Z ]] || fallback   # a zombie: pid 1 may reap nothing
     hp=http://127.0.0.1:3128 sp=socks5h://127.0.0.1:3128
+    [[ $emode == off ]] ||   # off: the proxy only records direct attempts; nothing to point at
     export HTTP_PROXY=$hp HTTPS_PROXY=$hp ALL_PROXY=$sp http_proxy=$hp https_proxy=$hp \
         all_proxy=$sp NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
 fi

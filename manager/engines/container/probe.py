@@ -323,7 +323,9 @@ def network_check(config: Config, remote: bool = False) -> Check:
     detail = ("network off: --network none (only lo inside); a list of hosts: --network none too, "
               "and a forwarder on 127.0.0.1:3128 inside relays to the session's proxy on this host "
               "through a unix socket (the egress record, as the overlay engine's; the image needs "
-              "python3); direct attempts fail but are not recorded")
+              "python3); direct attempts (off or a list) are refused at once and recorded: a helper "
+              "container from container.image makes the watched pair in the container's network "
+              "namespace (where it cannot, they fail unrecorded: egress.log says why)")
     if listed and remote:
         return Check(NETWORK_CHECK, False, "network is a list of hosts, whose proxy a remote engine "
                      "cannot reach (its socket is on this host): every call is refused", NETWORK_LIST_FIX)

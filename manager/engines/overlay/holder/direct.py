@@ -35,12 +35,14 @@ def setup() -> socket.socket:
     socket on the watched end. OSError when the kernel cannot (no veth)."""
     from .netlink import Netlink
 
+    with contextlib.suppress(OSError):
+        socket.if_nametoindex(WATCHED)
+        return watch()   # made already (a container's proxy started again): a new reader
     nl = Netlink()
     try:
         nl.add_veth(INSIDE, WATCHED)
         inside, watched = socket.if_nametoindex(INSIDE), socket.if_nametoindex(WATCHED)
-        watcher = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        watcher.bind((WATCHED, ETH_P_ALL))
+        watcher = watch()
         nl.up(watched)
         nl.up(inside)
         nl.add_address(inside, socket.AF_INET, ADDRESS4)
@@ -52,6 +54,13 @@ def setup() -> socket.socket:
             pass   # no IPv6 here: IPv6 connections fail with "network unreachable", unrecorded
     finally:
         nl.close()
+    return watcher
+
+
+def watch() -> socket.socket:
+    """A packet socket on the watched end (the pair made)."""
+    watcher = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    watcher.bind((WATCHED, ETH_P_ALL))
     return watcher
 
 

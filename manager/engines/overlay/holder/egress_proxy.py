@@ -273,27 +273,32 @@ class Proxy:
                         conn, _ = listener.accept()
                         self.live.serve(conn, self.handle, holder)
 
-    def watched(self, watcher: Watcher, holder: int) -> None:
+    def watched(self, watcher: Watcher, holder: int) -> bool:
         """A direct attempt: refused at once, recorded (once) with its call, found first
-        (the refusal ends the socket that tells it)."""
+        (the refusal ends the socket that tells it). False when the socket failed."""
         try:
             read = watcher.read()
         except OSError:
-            return
+            return False
         if read is None:
-            return
+            return True
         attempt, record = read
         if not record:
             watcher.refuse(attempt)
-            return
+            return True
 
         def run() -> None:
             entry = attempt.entry()
-            entry["call"] = direct_caller(holder, str(entry["proto"]), attempt.sport, attempt.dport)
+            entry["call"] = self.direct_call(holder, str(entry["proto"]), attempt.sport,
+                                             attempt.dport)
             watcher.refuse(attempt)
             self.record(entry)
 
         self.live.later(run)
+        return True
+
+    def direct_call(self, holder: int, proto: str, local: int, remote: int) -> str:
+        return direct_caller(holder, proto, local, remote)
 
     def resolver(self, sock: socket.socket, limiter: Limiter, holder: int) -> None:
         """A query to a loopback nameserver (:mod:`.dns`): recorded once, answered REFUSED."""

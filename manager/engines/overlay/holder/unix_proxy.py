@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 
+from . import direct_attach
 from . import egress_proxy
 from . import live
 from .egress_proxy import Proxy
@@ -64,6 +65,10 @@ class ContainerProxy(Proxy):
         try:
             conn.settimeout(egress_proxy.HEAD_TIMEOUT)
             peer = peer_pid(conn)
+            if direct_attach.offered(conn):
+                with conn:
+                    self.take_watcher(direct_attach.receive(conn, self.sandbox))
+                return
             word = preamble(conn)
         except OSError:
             conn.close()
@@ -79,6 +84,31 @@ class ContainerProxy(Proxy):
             word = None
         port = int(word) if word is not None and word.isdigit() else None
         super().handle(conn, holder, self.call(peer, port))
+
+    def take_watcher(self, sock: socket.socket | None) -> None:
+        """The container's watched end (:mod:`.direct_attach`): read until it fails."""
+        if sock is None:
+            return
+        from .direct import Limiter
+        from .direct import Watcher
+
+        watcher = Watcher(sock, Limiter())
+
+        def run() -> None:
+            while self.watched(watcher, self.init):
+                pass
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def direct_call(self, holder: int, proto: str, local: int, remote: int) -> str:
+        """A direct attempt's call: its socket in the container's table, its process found
+        as :meth:`call` finds the forwarder's client."""
+        try:
+            inode = egress_proxy._socket_inode(self.init, (proto, proto + "6"), local,
+                                               remote if proto == "tcp" else None)
+            return self.call_above(owner(inode, self.depth) if inode else None)
+        except OSError:
+            return ""
 
     def call(self, peer: int | None, port: int | None) -> str:
         """The call of the forwarder's client on ``port``, else of the peer itself."""
