@@ -16,8 +16,6 @@ from manager.commit import apply
 from manager.commit import partial
 from manager.commit.exclude import compile_patterns
 from manager.errors import WorkspaceError
-from manager.fs.regular import linked_below
-from manager.fs.regular import read_regular
 from manager.review import patch_prompt
 from manager.review.grouping import group
 from manager.session import shown
@@ -46,7 +44,7 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
         _refuse_changed(shown.grown(seen, now, choices.whole))
         _refuse_changed(_not_as_shown(choices.shown))
         _refuse_changed([str(p.change.path) for p in choices.partial
-                         if linked_below(p.change.upper_root, p.change.upper_path)])
+                         if not partial.still_shown(p.change, p.new)])
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
                               exclude=never_committed(ctx)) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
@@ -71,17 +69,7 @@ def _refuse_changed(late: list[str]) -> None:
 def _not_as_shown(plans: list[patch_prompt.FilePlan]) -> list[str]:
     """The text files taken whole whose sandbox bytes are not those their hunks showed
     (a call wrote them between the first look and the question, then back)."""
-    late = []
-    for plan in plans:
-        change = plan.change
-        try:
-            same = not linked_below(change.upper_root, change.upper_path) and \
-                read_regular(change.upper_path) == plan.new
-        except OSError:
-            same = False
-        if not same:
-            late.append(str(change.path))
-    return late
+    return [str(plan.change.path) for plan in plans if not partial.still_shown(plan.change, plan.new)]
 
 
 def _units(changes: list[Change], project: Path) -> list[Change]:

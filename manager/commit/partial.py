@@ -16,11 +16,25 @@ import time
 from pathlib import Path
 
 from manager.changes.meta import mark_copy_up
+from manager.changes.model import Change
 from manager.commit.btime import AT_FDCWD
 from manager.commit.btime import birth_ns
 from manager.errors import WorkspaceError
+from manager.fs.regular import linked_below
 from manager.fs.regular import open_regular
 from manager.fs.regular import read_regular
+
+
+def still_shown(change: Change, expected: bytes) -> bool:
+    """Whether the sandbox's file of ``change`` is still the ``expected`` bytes a question
+    showed, reached through no symlink below its upper root: for where nothing runs in the
+    sandbox (commit's apply), so what is checked is what is applied."""
+    if linked_below(change.upper_root, change.upper_path):
+        return False
+    try:
+        return read_regular(change.upper_path) == expected
+    except OSError:
+        return False
 
 
 def holds(path: Path, expected: bytes) -> bool:

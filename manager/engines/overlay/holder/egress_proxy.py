@@ -31,6 +31,7 @@ import time
 
 from . import live
 from . import socks
+from .allowlist import allowed
 from .session_init import parent_of
 
 TYPE_CHECKING = False
@@ -62,51 +63,6 @@ def read_policy(sandbox: str) -> dict[str, object]:
     if not isinstance(policy, dict) or policy.get("mode") not in ("open", "off", "list"):
         raise RuntimeError(f"{POLICY}: not a network policy")
     return policy
-
-
-def allowed(patterns: list[str], host: str, port: int) -> bool:
-    """``host`` (any port), ``host:port``, ``*.domain`` (the subdomains, not the domain).
-    Only a host written as a name or an address is judged: what is compared here is then
-    what the resolver reads (a NUL ended the name there, after ``.example.com`` matched)."""
-    host = host.lower().rstrip(".")
-    if not plain_host(host):
-        return False
-    for pattern in patterns:
-        name, _, want = pattern.lower().rpartition(":") if _has_port(pattern) else (pattern.lower(), "", "")
-        if want and want != str(port):
-            continue
-        name = name.strip("[]")
-        if name.startswith("*.") and host.endswith(name[1:]) and len(host) > len(name) - 1:
-            return True
-        if name == host:
-            return True
-    return False
-
-
-LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
-HOST_NAME = rf"{LABEL}(?:\.{LABEL})*"
-
-
-def plain_host(host: str) -> bool:
-    """A DNS name of letters, digits, ``-`` and ``_`` (lowercase, no trailing dot), or an IP
-    address as ``ipaddress`` reads it, without a zone; nothing else reaches a resolver."""
-    import ipaddress
-    import re
-
-    if len(host) > 253 or "%" in host:
-        return False
-    if re.fullmatch(HOST_NAME, host):
-        return True
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _has_port(pattern: str) -> bool:
-    head, sep, tail = pattern.rpartition(":")
-    return bool(sep) and tail.isdigit() and (pattern.count(":") == 1 or head.endswith("]"))
 
 
 # -- the holder's side: loopback, the proxy process, its listeners ---------------------------
