@@ -141,3 +141,34 @@ def test_connections_over_the_bound_are_refused_at_once_and_counted(tmp_path: Pa
     data = record.as_json(tmp_path)
     assert (data["attempts"], data["refused"]) == (6, 6)
     assert "REFUSED (too many connections at once)" in "\n".join(record.render(tmp_path))
+
+
+def test_a_request_head_trickled_in_loses_its_slot(tmp_path: Path, monkeypatch):
+    """The head timeout was per read: a byte every 9 s held a slot for ever, and 64 such
+    connections every slot (attack pass 8). The whole head has its time, however it comes."""
+    import os
+
+    monkeypatch.setattr(live, "HEAD_SECONDS", 1.0)
+    proxy = Proxy(str(tmp_path), [])
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        conn, _ = server.accept()
+        proxy.live.serve(conn, proxy.handle, os.getpid())
+        started, ended = time.monotonic(), None
+        client.settimeout(0.3)
+        for byte in b"CONNECT example.org:443 HTTP/1.1\r\n":
+            try:
+                client.sendall(bytes([byte]))
+                client.recv(100)          # an answer (400) or the end: the slot is gone
+            except TimeoutError:
+                continue   # nothing yet: the next byte, well inside the per-read timeout
+            except OSError:
+                pass
+            ended = time.monotonic()
+            break
+        client.close()
+    assert ended is not None and ended - started < 4, "the trickled head kept its slot"
+    deadline = time.monotonic() + 5
+    while proxy.live.heads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not proxy.live.heads

@@ -308,6 +308,7 @@ class Proxy:
             self.exchange_socks(conn, entry)
             return
         head, rest = read_head(conn)
+        self.live.head_read(conn)
         request = parse_request(head)
         if request is None:
             conn.sendall(answer(400, "workspace: the proxy takes CONNECT or an absolute http:// URL\n"))
@@ -342,6 +343,7 @@ class Proxy:
 
     def exchange_socks(self, conn: socket.socket, entry: dict[str, object]) -> None:
         request = socks.request(conn)
+        self.live.head_read(conn)
         if request is None:
             return
         command, host, port = request

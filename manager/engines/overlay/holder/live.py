@@ -15,7 +15,10 @@ the record (``via: limit``, one line per burst), as is one whose thread cannot s
 (RuntimeError at the user's thread limit: the proxy goes on). A refused direct attempt or
 DNS query (whose call is looked up in /proc before its refusal) is a job for one worker
 thread, :data:`BACKLOG` jobs deep; past that, the reader does the job itself, so a flood
-slows only the flooder's own refusals and never grows the proxy.
+slows only the flooder's own refusals and never grows the proxy. A connection has
+:data:`HEAD_SECONDS` for its whole request head, however it trickles in (a byte every 9 s
+held a slot for ever, and 64 of them every slot: later attempts were only counted); one
+reaper thread shuts down the ones past it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 LIVE_DIR = "egress.live"   # a lock per running proxy (manager/egress/record.py reads it)
 LIMIT = 64            # connections served at once (a container's pids limit, say)
 BACKLOG = 256         # refusals waiting for the worker
+HEAD_SECONDS = 10.0   # for a connection's whole request head
 SAY_EVERY = 1.0       # at most one over-the-limit line a second; the rest counted in it
 CLOSE_FIELDS = ("up", "down", "seconds", "error")
 
@@ -52,6 +56,8 @@ class Live:
         self.jobs: queue.Queue[Callable[[], None]] = queue.Queue(BACKLOG)
         self.worker: threading.Thread | None = None
         self.alive = _hold_lock(sandbox, self.prefix) if sandbox is not None else None
+        self.heads: dict[int, tuple[float, socket.socket]] = {}   # id: (deadline, conn)
+        self.reaper: threading.Thread | None = None
 
     # -- the bound -----------------------------------------------------------------------
 
@@ -67,12 +73,36 @@ class Live:
             self.refuse(conn, "too many connections (the proxy cannot start a thread)")
 
     def _run(self, handle: Callable[..., None], conn: socket.socket, *args: object) -> None:
+        self._head_begins(conn)
         try:
             handle(conn, *args)
         finally:
+            self.head_read(conn)
             self.slots.release()
             if self.refused:
                 self.say_refused("too many connections at once", force=True)
+
+    def _head_begins(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.heads[id(conn)] = (time.monotonic() + HEAD_SECONDS, conn)
+            if self.reaper is None:
+                self.reaper = threading.Thread(target=self._reap, daemon=True)
+                self.reaper.start()
+
+    def head_read(self, conn: socket.socket) -> None:
+        """The connection's request head is in: no deadline from here on."""
+        with self.lock:
+            self.heads.pop(id(conn), None)
+
+    def _reap(self) -> None:
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            with self.lock:
+                late = [c for when, c in self.heads.values() if when < now]
+            for conn in late:   # its reads end (b"" or an error): the thread gives up
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
 
     def later(self, job: Callable[[], None]) -> None:
         """``job`` on the one worker thread, or now when its backlog is full."""
