@@ -52,7 +52,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fs", "guardrails",
                "session", "ui", "versioning"},
     "review": {"changes", "fs", "git", "record", "ui"},
-    "service": {"claude", "errors", "fastjson", "session.paths"},   # the resident hook service
+    "service": {"claude", "errors", "fastjson", "fs", "session.paths"},   # the resident hook service
     "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors",
                  "fastjson", "git", "guardrails", "hide", "review", "service", "session", "ui",
                  "versioning"},                       # fastjson: run_lean, the lean `run`

@@ -74,24 +74,9 @@ def _orphans_ended(sandbox: Path, opened: dict[str, dict[str, Any]]) -> None:
 
 
 def _proxy_runs(sandbox: Path, prefix: str) -> bool:
-    import fcntl
-    import os
+    from manager.fs.util import held
 
-    if "/" in prefix or prefix in ("", ".", ".."):
-        return False
-    try:
-        fd = os.open(sandbox / LIVE_DIR / prefix, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
+    return "/" not in prefix and prefix not in ("", ".", "..") and held(sandbox / LIVE_DIR / prefix)
 
 
 def awaited(sandbox: Path, holds: Callable[[list[dict[str, Any]]], bool],

@@ -61,6 +61,24 @@ def locked(path: Path, shared: bool = False, timeout: float | None = None,
         os.close(fd)
 
 
+def held(path: str | os.PathLike[str]) -> bool:
+    """Whether a process holds a lock on ``path`` (one that locks it for its whole life:
+    the kernel lets go when it dies). Nothing there, or nothing to open: False."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
 def _acquire(fd: int, kind: int, timeout: float | None, what: str) -> None:
     if timeout is None:
         fcntl.flock(fd, kind)

@@ -250,17 +250,9 @@ def code_stamp(root: str) -> list[tuple[str, int, int]]:
 
 def running() -> bool:
     """Whether a service holds the lock (it holds it for as long as it runs)."""
-    try:
-        fd = os.open(os.path.join(endpoint.directory(), endpoint.LOCK), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    from manager.fs.util import held
+
+    return held(os.path.join(endpoint.directory(), endpoint.LOCK))
 
 
 def serve(root: str, idle: float) -> int:

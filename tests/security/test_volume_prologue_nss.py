@@ -20,15 +20,13 @@ root the test holds the calls to the same rule (the module runs, in a call, with
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
 import pytest
 
-from tests.claude.conftest import Claude
-from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.security.test_volume_setuid_caps import hidden_secret_session
 from tests.security.test_volume_setuid_caps import sudo_image  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
@@ -56,12 +54,7 @@ PLANT = (f"printf %s {shlex.quote(EVIL_C)} > /tmp/evil.c && "
 @pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
 def test_the_prologue_runs_no_nss_module_of_the_container(
         engine_name: str, sudo_image: str, tmp_path: Path, project: Path):  # noqa: F811
-    (project / "secret.env").write_text("TOPSECRET=hunter2\n")
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace"
-    config.mkdir(parents=True, exist_ok=True)
-    (config / "config.yaml").write_text(f"hide: [secret.env]\ncontainer.image: {sudo_image}\n")
-    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
-    assert claude.start().returncode == 0
+    claude = hidden_secret_session(engine_name, sudo_image, tmp_path, project)
     planted = claude.bash(PLANT)
     assert "planted" in planted.stdout, (planted.stdout, planted.stderr)
     # Any later call; its own `id` loads the module too, where it may: without the capability.

@@ -45,15 +45,21 @@ def sudo_image(engine_name: str) -> Iterator[str]:  # noqa: F811
     subprocess.run([cli, "rmi", "-f", image], capture_output=True)
 
 
-@pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
-def test_no_call_gets_cap_sys_admin_back_through_a_setuid_program(
-        engine_name: str, sudo_image: str, tmp_path: Path, project: Path):  # noqa: F811
+def hidden_secret_session(engine: str, image: str, tmp_path: Path, project: Path) -> Claude:
+    """A session of ``image`` whose project holds a hidden ``secret.env`` (hunter2)."""
     (project / "secret.env").write_text("TOPSECRET=hunter2\n")
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace"
     config.mkdir(parents=True, exist_ok=True)
-    (config / "config.yaml").write_text(f"hide: [secret.env]\ncontainer.image: {sudo_image}\n")
-    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
+    (config / "config.yaml").write_text(f"hide: [secret.env]\ncontainer.image: {image}\n")
+    claude = Claude(project, tmp_path, engine=engine_cli(engine))
     assert claude.start().returncode == 0
+    return claude
+
+
+@pytest.mark.parametrize("engine_name", ["docker-volume", "podman-volume"], indirect=True)
+def test_no_call_gets_cap_sys_admin_back_through_a_setuid_program(
+        engine_name: str, sudo_image: str, tmp_path: Path, project: Path):  # noqa: F811
+    claude = hidden_secret_session(engine_name, sudo_image, tmp_path, project)
     run = claude.bash(ESCAPE)
     reached = {"CAP_SYS_ADMIN": any(line.startswith("CapEff:") and int(line.split()[1], 16) & (1 << 21)
                                     for line in run.stdout.splitlines()),
