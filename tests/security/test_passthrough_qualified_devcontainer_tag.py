@@ -1,0 +1,70 @@
+"""Attack pass 9: pass 8's rule (workspace's own repositories, whatever the tag) compares the
+repository as written, but podman resolves a short name to *any* local image whose name
+ends in ``/NAME`` (here podman 4.3: ``podman image inspect attack9probe:t1`` finds
+``example.com/zz/attack9probe:t1``). So ``podman tag AGENTS
+example.com/zz/workspace-devcontainer:<hash>`` is no repository of ours and no name a
+session runs: it passes through. Once the user commits and trusts the (benign) devcontainer,
+``image.ensure`` asks podman for ``workspace-devcontainer:<hash>``, finds the agent's image,
+builds nothing, and the next container runs it. Rule broken: no passthrough form changes
+what the next container runs (attack pass 7/8)."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from manager.engines.container import image
+from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.security.test_passthrough_session_images import build
+from tests.security.test_passthrough_session_images import passes
+from tests.security.test_passthrough_session_images import session
+
+pytestmark = [pytest.mark.engine, pytest.mark.as_user]
+
+SPEC = '{"build": {"dockerfile": "Dockerfile"}}\n'
+DOCKERFILE = "FROM workspace-sandbox:latest\nRUN echo benign > /etc/benign\n"
+
+
+@pytest.mark.parametrize("engine_name", ["podman"], indirect=True)
+@pytest.mark.parametrize("prefix", ["example.com/zz/", "quay.io/"])
+def test_a_qualified_name_of_our_repository_cannot_be_planted(
+        engine_name: str, prefix: str, project: Path, tmp_path: Path):  # noqa: F811
+    claude = session(project, tmp_path, "{}\n")
+    (project / ".devcontainer/devcontainer.json").unlink()
+    (project / ".devcontainer").rmdir()
+    agents = f"agents-{uuid.uuid4().hex[:8]}"
+    build("podman", agents)
+    made: list[str] = []
+    try:
+        (project / ".devcontainer").mkdir()
+        (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
+        (project / ".devcontainer/devcontainer.json").write_text(SPEC)
+        tag = image.load(project / ".devcontainer/devcontainer.json").tag()
+        for name in ("devcontainer.json", "Dockerfile"):
+            (project / ".devcontainer" / name).unlink()
+        (project / ".devcontainer").rmdir()
+        planted = prefix + tag
+        form = f"podman tag {agents} {planted}"
+        passed = passes(claude, form)
+        runs_agents = False
+        if passed:   # as the client would: run it; the user commits and trusts
+            subprocess.run(["podman", "tag", agents, planted], check=True, capture_output=True)
+            made.append(planted)
+            (project / ".devcontainer").mkdir()
+            (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
+            (project / ".devcontainer/devcontainer.json").write_text(SPEC)
+            spec = image.load(project / ".devcontainer/devcontainer.json")
+            assert spec.tag() == tag
+            image.ensure("podman", tag, spec, network=False)   # the next container start
+            made.append(tag)   # built, if it was not found: ours to remove
+            labels = subprocess.run(["podman", "image", "inspect", "--format",
+                                     "{{json .Config.Labels}}", tag],
+                                    capture_output=True, text=True, check=True).stdout
+            runs_agents = f'"n":"{agents}"' in labels
+        assert not (passed and runs_agents), (form, "passed through; the next container runs "
+                                              "the agent's image")
+    finally:
+        subprocess.run(["podman", "rmi", "-f", agents, *made], capture_output=True)
