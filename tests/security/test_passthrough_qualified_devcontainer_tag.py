@@ -68,3 +68,40 @@ def test_a_qualified_name_of_our_repository_cannot_be_planted(
                                               "the agent's image")
     finally:
         subprocess.run(["podman", "rmi", "-f", agents, *made], capture_output=True)
+
+
+
+@pytest.mark.parametrize("engine_name", ["podman"], indirect=True)
+def test_a_future_devcontainers_ready_image_cannot_be_planted_under_another_registry(
+        engine_name: str, project: Path, tmp_path: Path):  # noqa: F811
+    """The same resolution for a devcontainer that names a ready image (``"image"``: the form
+    volume mode takes, whose programs run there as root with CAP_SYS_ADMIN), planted before
+    the agent's devcontainer.json is committed: ``podman tag AGENTS example.com/zz/ORG/TOOL:1``
+    passes, and podman then answers ``ORG/TOOL:1`` (``image_exists``: nothing to pull) with the
+    agent's image."""
+    wanted = f"org-{uuid.uuid4().hex[:8]}/tool:1"
+    claude = session(project, tmp_path, "{}\n")
+    (project / ".devcontainer/devcontainer.json").unlink()
+    (project / ".devcontainer").rmdir()
+    agents = f"agents-{uuid.uuid4().hex[:8]}"
+    build("podman", agents)
+    planted = "example.com/zz/" + wanted
+    made: list[str] = []
+    try:
+        form = f"podman tag {agents} {planted}"
+        passed = passes(claude, form)
+        runs_agents = False
+        if passed:   # then the user commits {"image": wanted} and trusts it
+            subprocess.run(["podman", "tag", agents, planted], check=True, capture_output=True)
+            made.append(planted)
+            (project / ".devcontainer").mkdir()
+            (project / ".devcontainer/devcontainer.json").write_text(f'{{"image": "{wanted}"}}\n')
+            assert image.load(project / ".devcontainer/devcontainer.json").tag() == wanted
+            labels = subprocess.run(["podman", "image", "inspect", "--format",
+                                     "{{json .Config.Labels}}", wanted],
+                                    capture_output=True, text=True).stdout
+            runs_agents = f'"n":"{agents}"' in labels
+        assert not (passed and runs_agents), (form, "passed through; the devcontainer's "
+                                              f"{wanted} is now the agent's image")
+    finally:
+        subprocess.run(["podman", "rmi", "-f", agents, *made], capture_output=True)
