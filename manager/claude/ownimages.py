@@ -15,6 +15,9 @@ reads as its own; so is one that may pull an image under a session's image's nam
 
 from __future__ import annotations
 
+from manager.engines.container.refs import key
+from manager.engines.container.refs import same_or_below
+
 OUR_LABELS = "org.workspace."
 # Repositories workspace builds into, whatever the tag: a devcontainer's build tag is the hash
 # of inputs the agent knows, so a tag it plants before the user trusts that devcontainer
@@ -23,9 +26,6 @@ OUR_REPOSITORIES = frozenset(("workspace-devcontainer", "workspace-sandbox", "wo
 IMAGE_MARK = "org.workspace.hash"   # manager/images/build.sh
 # Passthrough forms (manager.claude.ctrforms) that write a local image by name.
 WRITES = frozenset(("tag", "pull", "rmi"))
-# Short names the engines resolve alike (podman names a local short name localhost/).
-_PREFIXES = ("docker.io/library/", "docker.io/", "index.docker.io/library/",
-             "index.docker.io/", "localhost/")
 
 
 class Mine:
@@ -60,28 +60,10 @@ class Mine:
     def named(self, name: str) -> bool:
         """``name`` is one of them (or they cannot be told), or in a repository of
         workspace's own, whatever its tag (one a session may come to run)."""
-        if repository(name) in OUR_REPOSITORIES:
-            return True
+        if repository(name).rsplit("/", 1)[-1] in OUR_REPOSITORIES:
+            return True   # under any registry or namespace: podman resolves a short name there
         names = self.names()
-        return names is None or key(name) in {key(n) for n in names}
-
-
-def key(name: str) -> str:
-    """``name`` as the engines resolve it, short: ``ubuntu``, ``docker.io/library/ubuntu:latest``
-    and ``localhost/ubuntu`` are one (conflating more is safe: it sandboxes more)."""
-    ref, at, digest = name.strip().partition("@")
-    if ":" not in ref.rsplit("/", 1)[-1] and not at:
-        ref += ":latest"
-    first, slash, _ = ref.partition("/")
-    if not slash:
-        ref = "docker.io/library/" + ref
-    elif not ("." in first or ":" in first or first == "localhost"):
-        ref = "docker.io/" + ref
-    for prefix in _PREFIXES:
-        if ref.startswith(prefix):
-            ref = ref[len(prefix):]
-            break
-    return ref + at + digest
+        return names is None or any(same_or_below(name, n) for n in names)
 
 
 def repository(name: str) -> str:

@@ -15,6 +15,7 @@ import stat
 import zlib
 
 from manager.fs import regular
+from manager.fs import sparse
 from manager.session import paths
 
 READS = "reads"
@@ -38,7 +39,7 @@ def take(session_id: str, host: str, uppers: list[str]) -> str:
             raise NotReadable("it is not a regular file in the sandbox")
         if st.st_size > MAX_BYTES:
             raise NotReadable(f"it is larger than {MAX_BYTES >> 20} MiB")
-        return _copy(fd, session_id, host)
+        return _copy(fd, st.st_size, session_id, host)
     finally:
         os.close(fd)
 
@@ -55,7 +56,10 @@ def _open_below(upper: str, rel: str) -> int:
         raise NotReadable(f"it changed while it was read ({exc.strerror})") from exc
 
 
-def _copy(fd: int, session_id: str, host: str) -> str:
+def _copy(fd: int, size: int, session_id: str, host: str) -> str:
+    """The first ``size`` bytes (what was checked: a file a call grows meanwhile is not
+    copied past it), holes kept as holes (a sparse file costs the host no more than it
+    costs the sandbox)."""
     # One directory per path read (bounded by the files read), the name kept: the client
     # picks how to show a file (image, notebook, PDF) by its extension.
     where = os.path.join(paths.session_root(session_id), READS, f"{zlib.crc32(os.fsencode(host)):08x}")
@@ -64,8 +68,7 @@ def _copy(fd: int, session_id: str, host: str) -> str:
     tmp = f"{dest}.{os.getpid()}.tmp"
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        while os.sendfile(out, fd, None, 1 << 20):
-            pass
+        sparse.copy_data(fd, out, size)
     except OSError:
         os.close(out)
         os.unlink(tmp)

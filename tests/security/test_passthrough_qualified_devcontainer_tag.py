@@ -73,12 +73,13 @@ def test_a_qualified_name_of_our_repository_cannot_be_planted(
 
 @pytest.mark.parametrize("engine_name", ["podman"], indirect=True)
 def test_a_future_devcontainers_ready_image_cannot_be_planted_under_another_registry(
-        engine_name: str, project: Path, tmp_path: Path):  # noqa: F811
+        engine_name: str, ws, project: Path, tmp_path: Path):  # noqa: F811
     """The same resolution for a devcontainer that names a ready image (``"image"``: the form
     volume mode takes, whose programs run there as root with CAP_SYS_ADMIN), planted before
     the agent's devcontainer.json is committed: ``podman tag AGENTS example.com/zz/ORG/TOOL:1``
     passes, and podman then answers ``ORG/TOOL:1`` (``image_exists``: nothing to pull) with the
-    agent's image."""
+    agent's image. The judge cannot know a name no devcontainer names yet: the engine refuses an
+    image that podman resolves to another registry's name."""
     wanted = f"org-{uuid.uuid4().hex[:8]}/tool:1"
     claude = session(project, tmp_path, "{}\n")
     (project / ".devcontainer/devcontainer.json").unlink()
@@ -97,10 +98,16 @@ def test_a_future_devcontainers_ready_image_cannot_be_planted_under_another_regi
             (project / ".devcontainer").mkdir()
             (project / ".devcontainer/devcontainer.json").write_text(f'{{"image": "{wanted}"}}\n')
             assert image.load(project / ".devcontainer/devcontainer.json").tag() == wanted
-            labels = subprocess.run(["podman", "image", "inspect", "--format",
-                                     "{{json .Config.Labels}}", wanted],
-                                    capture_output=True, text=True).stdout
-            runs_agents = f'"n":"{agents}"' in labels
+            # The judge could not know the name then; the engine must not take the agent's
+            # image for it now (podman answers `wanted` with the planted one). A project of
+            # its own: this one's session is the judge's.
+            fresh = tmp_path / "fresh"
+            (fresh / ".devcontainer").mkdir(parents=True)
+            (fresh / ".devcontainer/devcontainer.json").write_text(f'{{"image": "{wanted}"}}\n')
+            ws("config", "trust", cwd=fresh, check=True)
+            ran = ws("run", "--", "true", cwd=fresh)
+            runs_agents = ran.returncode == 0
+            assert "another registry's image" in ran.stderr, ran.stderr
         assert not (passed and runs_agents), (form, "passed through; the devcontainer's "
                                               f"{wanted} is now the agent's image")
     finally:

@@ -3,7 +3,8 @@ the size once (fstat, at most 64 MiB), then copies with sendfile until EOF. The 
 keeps the file: a process left running sees the hook start reading (the upper inode's
 atime, which the sandbox's stat shows, moves on the first read) and extends the file at
 once with ftruncate (a Bash call run in the background, as the client's
-``run_in_background`` does: the overlay engine's per-call pid namespace lives while it runs) (a sparse hole: nothing on the sandbox's side). The hook copies the
+``run_in_background`` does: the overlay engine's per-call pid namespace lives while it
+runs) (a sparse hole: nothing on the sandbox's side). The hook copies the
 whole new length into the session's state as real bytes on the host: here 1 GiB for a
 file the check passed at 60 MiB, as much as the host disk holds with a larger number, and
 the Read call stalls while it copies. Rule broken: the sandbox's limits bound its cost on

@@ -112,6 +112,20 @@ class ContainerClient:
         return subprocess.run([self.cli, "image", "inspect", image], capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=timeout).returncode == 0
 
+    def image_names(self, image: str, timeout: float = 60) -> list[str] | None:
+        """The names (repo tags) of the image ``image`` resolves to; None when there is none."""
+        import json
+
+        proc = subprocess.run([self.cli, "image", "inspect", "--format", "{{json .RepoTags}}", image],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+        if proc.returncode != 0:
+            return None
+        try:
+            names = json.loads(proc.stdout.strip().splitlines()[0])
+        except (ValueError, IndexError):
+            return []
+        return [str(n) for n in names] if isinstance(names, list) else []
+
     def build(self, args: list[str], env: dict[str, str],
               timeout: float) -> subprocess.CompletedProcess[str]:
         """``CLI build ARGS``, its output captured."""

@@ -301,8 +301,11 @@ class ContainerEngine:
         image, spec = container_image.choose(self.config, session.project_path)
         if volume:
             container_image.refuse_build_in_volume_mode(spec)
+        image = container_image.qualified(self.cli, image)
         container_image.ensure(self.client.path(), image, spec,
                                bool(self.config["container.network"]))
+        if self.cli == "podman":
+            container_image.require_resolved(self.client, image)
         if not self.client.image_exists(image):
             raise EngineUnavailable(
                 f"the sandbox image {image} is not in {self.cli}",

@@ -196,6 +196,29 @@ def refuse_build_in_volume_mode(spec: Devcontainer | None) -> None:
              "container.upper: host where `workspace doctor` says it works")
 
 
+def qualified(cli: str, image: str) -> str:
+    """The name to ask the engine for: podman resolves a short name to *any* local image whose
+    name ends in ``/NAME``, so workspace's own build tags go by their full local name."""
+    if cli == "podman" and image.startswith(f"{TAG}:"):
+        return f"localhost/{image}"
+    return image
+
+
+def require_resolved(client: ContainerClient, image: str) -> None:
+    """The image podman resolves ``image`` to must carry that name as written (Docker Hub's
+    or a local one), not another registry's that ends the same way: a passthrough tag made
+    before a devcontainer named it would be run otherwise (attack pass 9)."""
+    from manager.engines.container.refs import key
+
+    names = client.image_names(image)
+    if names is None or any(key(n) == key(image) for n in names):
+        return
+    raise EngineUnavailable(
+        f"podman resolves {image} to {', '.join(names) or 'an unnamed image'}: another "
+        f"registry's image, not the one named",
+        hint="name the image fully (REGISTRY/NAME:TAG) in container.image or devcontainer.json")
+
+
 def ensure(cli: str, image: str, spec: Devcontainer | None, network: bool) -> None:
     """Build a devcontainer's image unless it exists (same inputs, same tag: built once).
 

@@ -53,19 +53,43 @@ def receive(conn: socket.socket, sandbox: str) -> socket.socket | None:
     """The packet socket a hand-over carries, if its token is the engine's (used up then);
     answers ``ok`` or why not."""
     message, fds, _, _ = socket.recv_fds(conn, 256, 1)
-    taken = [socket.socket(fileno=fd) for fd in fds]
-    token = message[len(WORD):].strip()
-    why = "a wrong token"
-    path = os.path.join(sandbox, TOKEN)
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        expected = f.read().strip()
-        if expected and hmac.compare_digest(expected, token):
-            os.unlink(path)
-            why = "no packet socket" if len(taken) != 1 or taken[0].family != socket.AF_PACKET else ""
+    # Every descriptor passed is ours to close, whatever it is (a pipe's end is no socket:
+    # made into one first, it leaked, one a connection; attack pass 9).
+    taken: socket.socket | None = None
+    try:
+        why = _refusal(message, fds, sandbox)
+        taken = None if why else socket.socket(fileno=fds[0])
+    except OSError as exc:
+        why, taken = f"cannot take it: {exc.strerror or exc}", None
+    finally:
+        for fd in fds[0 if taken is None else 1:]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     with contextlib.suppress(OSError):
         conn.sendall((why or "ok").encode() + b"\n")
-    if why:
-        for s in taken:
-            s.close()
-        return None
-    return taken[0]
+    return taken
+
+
+def _refusal(message: bytes, fds: list[int], sandbox: str) -> str:
+    """Why the hand-over is not taken ("" when it is): the engine's token (used up then),
+    and one packet socket."""
+    token = message[len(WORD):].strip()
+    path = os.path.join(sandbox, TOKEN)
+    try:
+        with open(path, "rb") as f:
+            expected = f.read().strip()
+    except OSError:
+        return "a wrong token"
+    if not expected or not hmac.compare_digest(expected, token):
+        return "a wrong token"
+    os.unlink(path)
+    if len(fds) != 1 or os.fstat(fds[0]).st_mode & 0o170000 != 0o140000 or \
+            _family(fds[0]) != socket.AF_PACKET:
+        return "no packet socket"
+    return ""
+
+
+def _family(fd: int) -> int:
+    """The socket's family, read without making an object that would own ``fd``."""
+    with socket.socket(fileno=os.dup(fd)) as probe:
+        return probe.family
