@@ -43,6 +43,10 @@ EOF
 
 
 @pytest.mark.parametrize("engine_name", ["docker"], indirect=True)
+@pytest.mark.xfail(strict=True, reason="not defended (docs/security.md): the proxy's 64 slots "
+                   "bound its cost on the host, and an allowed tunnel may idle for as long as "
+                   "its server keeps it; past the bound an attempt is refused and counted, "
+                   "without its host (any bounded pool can be held by the one it bounds)")
 def test_held_allowed_tunnels_do_not_hide_later_attempts(
         engine_name: str, tmp_path: Path, project: Path, server: Server):  # noqa: F811
     allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"])
