@@ -39,17 +39,22 @@ def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-@pytest.mark.parametrize("engine_name", ["podman", "docker"], indirect=True)
-def test_a_handover_of_a_non_socket_does_not_grow_the_proxy(
-        engine_name: str, tmp_path: Path, project: Path):  # noqa: F811
+def _listed_session(engine: str, tmp_path: Path, project: Path) -> tuple[Claude, Path, int]:
+    """A session with a network list after its first call: it, its sandbox, its proxy's pid."""
     path = tmp_path / "config/workspace/config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("network: ['allowed.invalid:443']\n")
-    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
+    claude = Claude(project, tmp_path, engine=engine_cli(engine))
     claude.start()
     assert claude.bash("true").returncode == 0
     sandbox = tmp_path / "state/workspace/sessions/sess-1/sandbox"
-    proxy = int((sandbox / "egress.pid").read_text().split()[0])
+    return claude, sandbox, int((sandbox / "egress.pid").read_text().split()[0])
+
+
+@pytest.mark.parametrize("engine_name", ["podman", "docker"], indirect=True)
+def test_a_handover_of_a_non_socket_does_not_grow_the_proxy(
+        engine_name: str, tmp_path: Path, project: Path):  # noqa: F811
+    claude, _, proxy = _listed_session(engine_name, tmp_path, project)
     before = _fds(proxy)
     out = claude.bash(FLOOD)
     assert "sent 300" in out.stdout, out
@@ -78,14 +83,7 @@ def test_a_proxy_out_of_descriptors_still_records(
     import json
     import subprocess
 
-    path = tmp_path / "config/workspace/config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("network: ['allowed.invalid:443']\n")
-    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
-    claude.start()
-    assert claude.bash("true").returncode == 0
-    sandbox = tmp_path / "state/workspace/sessions/sess-1/sandbox"
-    proxy = int((sandbox / "egress.pid").read_text().split()[0])
+    claude, sandbox, proxy = _listed_session(engine_name, tmp_path, project)
     subprocess.run(["prlimit", f"--pid={proxy}", f"--nofile={_fds(proxy) + 250}"], check=True)
     claude.bash(FLOOD)
     out = claude.bash(REFUSED)

@@ -32,6 +32,25 @@ SPEC = '{"build": {"dockerfile": "Dockerfile"}}\n'
 DOCKERFILE = "FROM workspace-sandbox:latest\nRUN echo benign > /etc/benign\n"
 
 
+def write_devcontainer(project: Path) -> Path:
+    """The benign build devcontainer the user will commit and trust; its devcontainer.json."""
+    (project / ".devcontainer").mkdir()
+    (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
+    spec = project / ".devcontainer/devcontainer.json"
+    spec.write_text(SPEC)
+    return spec
+
+
+def future_tag(project: Path) -> str:
+    """The tag that devcontainer will have (the agent computes it as ensure() will), while the
+    real project has none yet."""
+    tag = image.load(write_devcontainer(project)).tag()
+    for name in ("devcontainer.json", "Dockerfile"):
+        (project / ".devcontainer" / name).unlink()
+    (project / ".devcontainer").rmdir()
+    return tag
+
+
 @pytest.mark.parametrize("engine_name", ["docker"], indirect=True)
 def test_a_future_devcontainers_tag_cannot_be_planted(engine_name: str, project: Path,  # noqa: F811
                                                       tmp_path: Path):
@@ -42,23 +61,13 @@ def test_a_future_devcontainers_tag_cannot_be_planted(engine_name: str, project:
     build("docker", agents)
     made: list[str] = []
     try:
-        # The tag the committed devcontainer will have (the agent computes it as ensure() will).
-        (project / ".devcontainer").mkdir()
-        (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
-        (project / ".devcontainer/devcontainer.json").write_text(SPEC)
-        tag = image.load(project / ".devcontainer/devcontainer.json").tag()
-        for name in ("devcontainer.json", "Dockerfile"):
-            (project / ".devcontainer" / name).unlink()
-        (project / ".devcontainer").rmdir()
+        tag = future_tag(project)
         form = f"docker tag {agents} {tag}"
         passed = passes(claude, form)
         if passed:   # as the client would: run it, then the user commits and trusts
             subprocess.run(["docker", "tag", agents, tag], check=True, capture_output=True)
             made.append(tag)
-            (project / ".devcontainer").mkdir()
-            (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
-            (project / ".devcontainer/devcontainer.json").write_text(SPEC)
-            spec = image.load(project / ".devcontainer/devcontainer.json")
+            spec = image.load(write_devcontainer(project))
             assert spec.tag() == tag
             image.ensure("docker", tag, spec, network=False)   # what the next container start does
             labels = subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",

@@ -18,14 +18,14 @@ import pytest
 
 from manager.engines.container import image
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
+from tests.security.test_passthrough_future_devcontainer_tag import future_tag
+from tests.security.test_passthrough_future_devcontainer_tag import write_devcontainer
 from tests.security.test_passthrough_session_images import build
 from tests.security.test_passthrough_session_images import passes
 from tests.security.test_passthrough_session_images import session
 
 pytestmark = [pytest.mark.engine, pytest.mark.as_user]
 
-SPEC = '{"build": {"dockerfile": "Dockerfile"}}\n'
-DOCKERFILE = "FROM workspace-sandbox:latest\nRUN echo benign > /etc/benign\n"
 
 
 @pytest.mark.parametrize("engine_name", ["podman"], indirect=True)
@@ -39,13 +39,7 @@ def test_a_qualified_name_of_our_repository_cannot_be_planted(
     build("podman", agents)
     made: list[str] = []
     try:
-        (project / ".devcontainer").mkdir()
-        (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
-        (project / ".devcontainer/devcontainer.json").write_text(SPEC)
-        tag = image.load(project / ".devcontainer/devcontainer.json").tag()
-        for name in ("devcontainer.json", "Dockerfile"):
-            (project / ".devcontainer" / name).unlink()
-        (project / ".devcontainer").rmdir()
+        tag = future_tag(project)
         planted = prefix + tag
         form = f"podman tag {agents} {planted}"
         passed = passes(claude, form)
@@ -53,10 +47,7 @@ def test_a_qualified_name_of_our_repository_cannot_be_planted(
         if passed:   # as the client would: run it; the user commits and trusts
             subprocess.run(["podman", "tag", agents, planted], check=True, capture_output=True)
             made.append(planted)
-            (project / ".devcontainer").mkdir()
-            (project / ".devcontainer/Dockerfile").write_text(DOCKERFILE)
-            (project / ".devcontainer/devcontainer.json").write_text(SPEC)
-            spec = image.load(project / ".devcontainer/devcontainer.json")
+            spec = image.load(write_devcontainer(project))
             assert spec.tag() == tag
             image.ensure("podman", tag, spec, network=False)   # the next container start
             made.append(tag)   # built, if it was not found: ours to remove
