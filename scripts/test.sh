@@ -2,15 +2,18 @@
 # Run the whole test suite (after scripts/setup.sh). As root, the tests marked `as_user` (the engine
 # behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) also run as an
 # ordinary account, $WORKSPACE_TEST_USER (default wstest, made by scripts/setup.d/60-testuser.sh; set
-# it empty for the root run alone). The two passes run side by side (they mostly wait on engines:
-# one pass keeps a core about two-thirds busy); the tests marked `alone` (they stop dockerd, which
-# both passes use) run by themselves afterwards. Extra arguments go to every pytest run. Exit
-# status: 0 only when every run passed; a run that collects nothing fails (the `alone` run may
-# select nothing, when the arguments name other tests).
+# it empty for the root run alone). The two passes run side by side, each as $WORKSPACE_TEST_PARTS
+# pytest processes (default 2, conftest's --part: the test files dealt in turn), since the tests
+# mostly wait on engines; the tests marked `alone` (they stop dockerd, which both passes use) run
+# by themselves afterwards. Extra arguments go to every pytest run. Exit status: 0 only when every
+# run passed; a pass that collects nothing fails (one of its parts may select nothing, and the
+# `alone` run may, when the arguments name other tests).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 user=${WORKSPACE_TEST_USER-wstest}
+parts=${WORKSPACE_TEST_PARTS:-2}
+[[ $parts =~ ^[1-9][0-9]*$ ]] || { echo "test.sh: WORKSPACE_TEST_PARTS is a count, not '$parts'" >&2; exit 2; }
 logs=$(mktemp -d "${TMPDIR:-/tmp}/workspace-test.XXXXXX")
 names=() codes=() summaries=()
 
@@ -28,12 +31,52 @@ record() {   # NAME EXIT LOG
     summaries+=("${line:-no pytest summary (exit $2): see the output above}")
 }
 
+# A pass's exit status from its parts' (LOG-PREFIX): the first failure's, 5 only when no part
+# collected anything.
+parts_status() {
+    local k rc status=5
+    for ((k = 1; k <= parts; k++)); do
+        rc=$(<"$1-$k.rc")
+        ((rc == 5)) && continue
+        ((status == 5 || status == 0)) && status=$rc
+    done
+    echo "$status"
+}
+
+# Every part's summary line summed ("12 passed, 1 failed"), for the pass's record.
+parts_summary() {
+    local k
+    for ((k = 1; k <= parts; k++)); do summary_of "$1-$k.log"; done |
+        grep -oE '[0-9]+ (passed|failed|errors?|skipped|xfailed|xpassed)' |
+        awk '{n[$2] += $1} END {for (w in n) printf "%s%d %s", (s++ ? ", " : ""), n[w], w; print ""}'
+}
+
+# The root (or own) pass: part 1 in the foreground, shown as it runs; the others' logs after.
 run_as_root_or_self() {   # WHAT [PYTEST ARGS...]
-    local what=$1 started=$SECONDS rc
+    local what=$1 started=$SECONDS k pids=()
     shift
-    .venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/first.log"
-    rc=${PIPESTATUS[0]}
-    record "$(id -un) ($what, $((SECONDS - started)) s)" "$rc" "$logs/first.log"
+    for ((k = 2; k <= parts; k++)); do
+        ( .venv/bin/python -m pytest --part "$k/$parts" "$@" >"$logs/first-$k.log" 2>&1
+          echo $? >"$logs/first-$k.rc" ) &
+        pids+=($!)
+    done
+    .venv/bin/python -m pytest --part "1/$parts" "$@" 2>&1 | tee "$logs/first-1.log"
+    echo "${PIPESTATUS[0]}" >"$logs/first-1.rc"
+    ((${#pids[@]} == 0)) || wait "${pids[@]}"
+    for ((k = 2; k <= parts; k++)); do
+        echo "==> $(id -un), part $k of $parts"
+        cat "$logs/first-$k.log"
+    done
+    record_parts "$(id -un) ($what, $parts parts, $((SECONDS - started)) s)" "$logs/first"
+}
+
+record_parts() {   # NAME LOG-PREFIX
+    local rc line
+    rc=$(parts_status "$2")
+    names+=("$1") codes+=("$rc")
+    line=$(parts_summary "$2")
+    ((rc == 5)) && line="no tests ran: pytest collected no tests (exit 5), which is a failure here"
+    summaries+=("${line:-no pytest summary (exit $rc): see the output above}")
 }
 
 # The outermost directory above the checkout that $user cannot enter (e.g. /root), or nothing.
@@ -80,10 +123,10 @@ user_blocked() {
              "under a private directory, e.g. pyenv in /root? scripts/setup.d/20-python.sh uses /usr/bin/python3)"
 }
 
-# Start the ordinary user's pass in the background, setting user_pid (its output goes to its log,
-# shown when it ends: see finish_as_user), or record why it cannot run.
+# Start the ordinary user's pass in the background as parts, setting user_pids (their output goes
+# to their logs, shown when they end: see finish_as_user), or record why it cannot run.
 start_as_user() {
-    local uid home basetemp why var
+    local uid home why var
     why=$(user_blocked)
     if [[ -n $why ]]; then
         printf 'test.sh: cannot run the tests as %s: %s.\n' "$user" "$why" >&2
@@ -94,7 +137,7 @@ start_as_user() {
     fi
     uid=$(id -u "$user")
     home=$(getent passwd "$user" | cut -d: -f6)
-    basetemp=$(runuser -u "$user" -- mktemp -d "/tmp/workspace-test-$user.XXXXXX")
+    user_basetemp=$(runuser -u "$user" -- mktemp -d "/tmp/workspace-test-$user.XXXXXX")
     # A login's environment, plus what selects how the tests run (CI, e2e, the checkout to import).
     local env=(HOME="$home" USER="$user" LOGNAME="$user" SHELL=/bin/bash LANG="${LANG:-C.UTF-8}"
                PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid")
@@ -103,24 +146,29 @@ start_as_user() {
             CI | PYTHONPATH | CLAUDE_BIN | TRY_TEST_SCRIPTS | WORKSPACE_* | WS_TEST_*) env+=("$var=${!var}") ;;
         esac
     done
-    echo "==> as $user, alongside: the engine, CLI and plugin tests (basetemp $basetemp; log $logs/user.log)"
+    echo "==> as $user, alongside: the engine, CLI and plugin tests (basetemp $user_basetemp; logs $logs/user-*.log)"
     user_started=$SECONDS
-    (
-        with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" \
-            -m pytest -p no:cacheprovider --basetemp "$basetemp" -m as_user --alone=without "$@" \
-            >"$logs/user.log" 2>&1
-        echo $? >"$logs/user.rc"
-        [[ $(<"$logs/user.rc") != 0 ]] || rm -rf "$basetemp"
-    ) &
-    user_pid=$!
+    local k
+    for ((k = 1; k <= parts; k++)); do
+        (
+            with_reachable_checkout runuser -u "$user" -- env -i "${env[@]}" "$repo/.venv/bin/python" \
+                -m pytest -p no:cacheprovider --basetemp "$user_basetemp/$k" --part "$k/$parts" \
+                -m as_user --alone=without "$@" >"$logs/user-$k.log" 2>&1
+            echo $? >"$logs/user-$k.rc"
+        ) &
+        user_pids+=($!)
+    done
 }
 
 finish_as_user() {
-    wait "$user_pid"
-    echo "==> as $user: the engine, CLI and plugin tests"
-    cat "$logs/user.log"
-    record "$user (tests marked as_user, $((SECONDS - user_started)) s)" "$(<"$logs/user.rc")" \
-        "$logs/user.log"
+    local k
+    wait "${user_pids[@]}"
+    for ((k = 1; k <= parts; k++)); do
+        echo "==> as $user: the engine, CLI and plugin tests, part $k of $parts"
+        cat "$logs/user-$k.log"
+    done
+    record_parts "$user (tests marked as_user, $parts parts, $((SECONDS - user_started)) s)" "$logs/user"
+    [[ ${codes[-1]} != 0 ]] || rm -rf "$user_basetemp"
 }
 
 # The tests marked alone, as root, by themselves (none selected is not a failure here).
@@ -158,10 +206,10 @@ stop_remote_dockerd() {
 
 if [[ $(id -u) == 0 && -n $user ]]; then
     remote_dockerd
-    user_pid=
+    user_pids=()
     start_as_user "$@"
     run_as_root_or_self "all tests but those marked alone" --alone=without "$@"
-    [[ -z $user_pid ]] || finish_as_user
+    ((${#user_pids[@]} == 0)) || finish_as_user
     stop_remote_dockerd
     run_alone "$@"
 else

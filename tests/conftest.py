@@ -7,8 +7,8 @@ checks that nothing the test could have made changed in the real state
 directories (other processes on the machine may change them meanwhile).
 
 Also here: the ``as_user`` marker (what scripts/test.sh runs a second time as
-an ordinary user), ``--alone`` (which runs select the tests marked ``alone``), and,
-in CI, every skip reported as a failure.
+an ordinary user), ``--alone`` (which runs select the tests marked ``alone``), ``--part``
+(one of N runs side by side, a file each in turn), and, in CI, every skip reported as a failure.
 """
 
 from __future__ import annotations
@@ -57,10 +57,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the tests marked alone (they change the host for every other test): run them "
              "with the rest, leave them out, or run only them (scripts/test.sh runs the root "
              "and the ordinary user's passes side by side, then these by themselves)")
+    parser.addoption(
+        "--part", default="1/1", metavar="K/N",
+        help="run only the K-th of N parts: the test files in collection order, dealt in turn "
+             "(scripts/test.sh runs each pass as parts side by side: the tests mostly wait on "
+             "engines)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _select_alone(config, items)
+    _select_part(config, items)
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & ENGINE_FIXTURES:     # drives a real engine: not in the fast tier
@@ -81,6 +87,25 @@ def _select_alone(config: pytest.Config, items: list[pytest.Item]) -> None:
     dropped: list[pytest.Item] = []
     for item in items:
         (kept if bool(item.get_closest_marker("alone")) == only else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _select_part(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files dealt to part K of N in turn, in collection order: every part sees the same
+    order, so the parts together run each test once."""
+    match = re.fullmatch(r"([1-9][0-9]*)/([1-9][0-9]*)", config.getoption("--part"))
+    if not match or int(match[1]) > int(match[2]):
+        raise pytest.UsageError("--part takes K/N with 1 <= K <= N, e.g. 1/2")
+    part, parts = int(match[1]) - 1, int(match[2])
+    if parts == 1:
+        return
+    files: dict[str, int] = {}
+    for item in items:
+        files.setdefault(str(item.path), len(files))
+    kept = [item for item in items if files[str(item.path)] % parts == part]
+    dropped = [item for item in items if files[str(item.path)] % parts != part]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
