@@ -18,8 +18,12 @@ committed, discarded, or deleted in the sandbox; a file it makes there later is 
 own), and when commit applies it or discard drops it. A stale name can only report
 a conflict that was none, never lose a deletion.
 
-Without a walk between the sandbox's write and the deletion outside there is no
-evidence (no per-name mark exists to read), and the file comes back as ``added``
+The overlay engine's holder adds the evidence without a walk: it sees each name deleted
+or moved away in the real project as it happens and, when the sandbox held an entry of its
+own there, appends the pair to ``sandbox/deleted.real`` (holder/gone.py), which is folded
+into the record here at its next read. Elsewhere (the other engines, outside the project)
+without a walk between the sandbox's write and the deletion outside there is no evidence
+(no per-name mark exists to read), and the file comes back as ``added``
 (docs/security.md). The record lives in the session's state directory, which
 sandboxed commands cannot write and the agent's file tools are refused; one that
 cannot be read is empty, one that cannot be written is skipped.
@@ -28,6 +32,7 @@ cannot be read is empty, one that cannot be written is skipped.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import marshal
 import os
 
@@ -41,6 +46,9 @@ if TYPE_CHECKING:
 
 RECORD = "seen.real"
 FORMAT = 1
+# The overlay holder's appends (holder/gone.py RECORD, in the session's sandbox directory):
+# NUL-terminated real path, upper path, real path, ...
+HOLDER_RECORD = os.path.join("sandbox", "deleted.real")
 
 
 def load(session_dir: Path | str) -> dict[str, str]:
@@ -56,11 +64,48 @@ def load(session_dir: Path | str) -> dict[str, str]:
     return {}
 
 
+def current(session_dir: Path | str) -> dict[str, str]:
+    """The record with the holder's appends folded in (and saved)."""
+    names = load(session_dir)
+    taken = _take_holder_record(session_dir)
+    if taken.keys() - names.keys():
+        names.update(taken)
+        _save(session_dir, names)
+    return names
+
+
+def _take_holder_record(session_dir: Path | str) -> dict[str, str]:
+    """The pairs the holder appended, whose sandbox entry still stands; its file is renamed
+    away first (the holder then appends to a new one), and locked, so that an append under
+    way ends before the read."""
+    path = os.path.join(session_dir, HOLDER_RECORD)
+    taken = f"{path}.{os.getpid()}.taken"
+    try:
+        os.rename(path, taken)
+    except OSError:
+        return {}
+    try:
+        fd = os.open(taken, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = b"".join(iter(lambda: os.read(fd, 1 << 16), b""))
+        finally:
+            os.close(fd)
+    except OSError:
+        return {}
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(taken)
+    words = [os.fsdecode(w) for w in data.split(b"\0")[:-1]]
+    pairs = zip(words[0::2], words[1::2], strict=False)   # a torn last pair: left out
+    return {real: upper for real, upper in pairs if _stands(upper)}
+
+
 def update(session_dir: Path | str, over_real: dict[str, str]) -> None:
     """A walk saw the sandbox's entries ``over_real`` stand over real ones: add them; keep
     the names recorded before while the sandbox's entry still stands (the real one may
     be gone since: that is the evidence)."""
-    old = load(session_dir)
+    old = current(session_dir)
     new = dict(over_real)
     for real, upper in old.items():
         if real not in new and _stands(upper):
@@ -72,10 +117,11 @@ def update(session_dir: Path | str, over_real: dict[str, str]) -> None:
 def forget(session_dir: Path | str, reals: Iterable[str] | None) -> None:
     """Committed or discarded (None: everything)."""
     if reals is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(session_dir, RECORD))
+        for record in (RECORD, HOLDER_RECORD):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(session_dir, record))
         return
-    old = load(session_dir)
+    old = current(session_dir)
     if old:
         gone = set(reals)
         new = {r: u for r, u in old.items() if r not in gone}
@@ -94,7 +140,7 @@ class Seen:
 
     def holds(self, real: str) -> bool:
         if self._names is None:
-            self._names = load(self.session_dir) if self.session_dir is not None else {}
+            self._names = current(self.session_dir) if self.session_dir is not None else {}
         return real in self._names
 
 

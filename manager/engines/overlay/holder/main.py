@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import egress_proxy
+from . import gone
 from . import hide
 from . import watch as watching
 from .build import Builder
@@ -85,8 +86,10 @@ def hand_back(sandbox: Path, uid: int, gid: int, skeleton: bool) -> None:
                     os.lchown(entry, uid, gid)
 
 
-def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, builder: Builder) -> None:
-    """Until the session is gone, idle, or stale (the real project changed); answering calls."""
+def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, builder: Builder,
+         host_upper: str) -> None:
+    """Until the session is gone, idle, or stale (the real project changed); answering calls.
+    ``host_upper``: the upper directory's path outside (for the record of holder/gone.py)."""
     poll = min(POLL_SECONDS, max(idle_seconds / 2, 0.5))
     stale = False
     while True:
@@ -99,6 +102,9 @@ def wait(session_fd: int, idle_seconds: float, watch: Watch | None, sync: Sync, 
             sync.collect(builder, session_fd)
         if watch is not None and watch.fd in ready:
             changed = watch.drain()
+            if watch.gone:   # before any retiring: the evidence outlives this holder
+                gone.note(builder.upper, host_upper, session_fd, watch.gone)
+                watch.gone.clear()
             if changed and sync.view is not None and sync.view.point:
                 sync.view.stale = True   # the next call's sync refreshes the project's mount
             else:
@@ -202,7 +208,7 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     sys.stdout.close()
     os.close(1)
-    wait(session_fd, idle_seconds, watch, sync, builder)
+    wait(session_fd, idle_seconds, watch, sync, builder, str(sandbox / UPPER))
     return 0
 
 

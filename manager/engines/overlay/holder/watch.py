@@ -59,6 +59,7 @@ class Watch:
         self.lost = False                         # the queue overflowed: changes unknown
         self.socket_dirs: dict[int, tuple[str, int]] = {}   # ... of socket directories -> (path, fd)
         self.new_sockets: set[str] = set()        # made in them since the last look
+        self.gone: list[tuple[str, bool]] = []    # (path, was a directory) deleted or moved away
 
     def add_tree(self, top: str = "", prefix: str = "") -> None:
         """Watch ``top`` (the root) and the directories below it; ``prefix``: where the real
@@ -127,6 +128,8 @@ class Watch:
             parent = self.tree.get(wd)
             if parent is not None and mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
                 self.new_dirs.add(os.path.join(parent, os.fsdecode(name)))
+            if parent is not None and mask & (IN_DELETE | IN_MOVED_FROM):
+                self.gone.append((os.path.join(parent, os.fsdecode(name)), bool(mask & IN_ISDIR)))
             if mask & IN_IGNORED and self.tree.pop(wd, None) is not None:
                 self.count -= 1
             return bool(mask & NAMESPACE_CHANGES)
