@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import kernel
 from . import levels
+from . import masklayer
 from . import mountinfo
 from . import names
 
@@ -63,6 +64,7 @@ class Builder:
 
     def __init__(self, sandbox: Path, watch: LevelWatch | None = None) -> None:
         self.watch = watch
+        self.masks = masklayer.MaskLayers(frozenset())
         self.levels: list[str] = []
         self.real_prefix = ""   # where the real filesystem is, once the holder has pivoted
         self.host_ns = -1       # the host's mount namespace, kept open once the holder has pivoted
@@ -76,6 +78,10 @@ class Builder:
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
         self.hidden: frozenset[str] = frozenset()   # mounted over (holder/hide.py): refreshes skip them
 
+    def hide(self, hidden: frozenset[str]) -> None:
+        """The hidden paths, before the build: it leaves them out (holder/masklayer.py)."""
+        self.hidden = self.masks.hidden = hidden
+
     def rebase(self, sandbox: Path, real_prefix: str = "") -> None:
         """Paths as the holder reaches them (after its pivot: through /proc/self/fd)."""
         self.sandbox = sandbox
@@ -85,11 +91,14 @@ class Builder:
         self.skeleton = sandbox / names.SKELETON
         self.staging = sandbox / names.STAGING
         self.real_prefix = real_prefix
+        self.masks.rebase(sandbox, real_prefix)
 
     def build(self, project: str = "") -> None:
         for d in (self.upper, self.work, self.root, self.skeleton, self.staging):
             d.mkdir(exist_ok=True)
-        self.mounts = [p for p, _ in mount_points()]
+        self.mounts = [p for p, _ in mount_points()]   # the host's: before the masks' own tmpfs
+        self.masks.mount()
+        self.log.extend(self.masks.log)
         if project and _foreign_on_the_way(project):
             # overlayfs cannot copy up a directory whose owner has no id in this user
             # namespace (EOVERFLOW): without these nothing could be written in the project.
@@ -165,8 +174,11 @@ class Builder:
     def skeleton_entry(self, real: str, copy: Path) -> str:
         """Mirror one entry into the skeleton: "dir" (to overlay next), "link", "copy" or
         "bind" (sockets, fifos, devices and large files: bound over a placeholder once the
-        level is mounted, large files read-only). A new version of a file replaces the old
+        level is mounted, large files read-only); a hidden path: "hidden", an empty one of
+        its kind and nothing mounted there. A new version of a file replaces the old
         one by rename, so a mount still reading the old one reads it whole."""
+        if real[len(self.real_prefix):] in self.hidden:
+            return masklayer.placeholder(real, copy)
         if os.path.islink(real):
             staged = self.staged(copy)
             os.symlink(os.readlink(real), staged)
@@ -236,18 +248,21 @@ class Builder:
         elif self.has_mounts_below(path):
             self.level(path)
         else:
-            error = self.overlay(path, lower=path)
+            error = self.overlay(path, lower=path, masked=True)
             if error:
                 self.readonly_bind(path, error)
             elif any(path == r or path.startswith(r + "/") for r in SOCKET_ROOTS):
-                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p))
+                self.binds.extend(p for p in sockets_below(path) if not self.stale_socket(p)
+                                  and not masklayer.under(self.hidden, p))
 
-    def overlay(self, point: str, lower: str) -> str | None:
+    def overlay(self, point: str, lower: str, masked: bool = False) -> str | None:
+        """``masked``: ``lower`` is the real directory, below the mask layer of ``point``."""
         if any(c in p for p in (point, lower) for c in ",:"):
             return "path has ',' or ':' (overlayfs option syntax)"
         upper = self.make_upper(point)
         work = self.work_dir(point)
-        options = f"userxattr,index=off,lowerdir={lower},upperdir={upper},workdir={work}"
+        lowers = self.masks.lower(point, lower) if masked else lower
+        options = f"userxattr,index=off,lowerdir={lowers},upperdir={upper},workdir={work}"
         return run_mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
 
     def make_upper(self, point: str) -> Path:

@@ -7,7 +7,8 @@ empty read-only file: a command sees the path empty, never its content, and cann
 there either (nothing reaches the host, nothing waits for review). The mounts are the
 namespace root's: a call, which runs as the user (subordinate ids), cannot unmount or
 remount them; a call that is root in the namespace (the holder run by root, or an ordinary
-user without subordinate ids) can, which docs/security.md says.
+user without subordinate ids) can, and finds an empty placeholder below
+(holder/masklayer.py: the build leaves the hidden paths' content out of the tree).
 """
 
 from __future__ import annotations

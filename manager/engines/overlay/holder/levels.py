@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Protocol
 
+from . import masklayer
 from . import mountinfo
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class Skeletons(Protocol):
     mounts: list[str]
     log: list[str]
     hidden: frozenset[str]   # paths mounted over (holder/hide.py): never shown, their mounts kept
+    masks: masklayer.MaskLayers   # the lower layer above a real one that leaves them out
 
     def at(self, base: Path, point: str) -> Path: ...
     def skeleton_entry(self, real: str, copy: Path) -> str: ...
@@ -193,7 +195,7 @@ def refresh_entry(builder: Skeletons, point: str) -> None:
         raise RuntimeError(f"{point}: nothing is mounted there")
     upper, work = str(builder.make_upper(point)), str(builder.work_dir(point))
     with host_view(builder):
-        new = overlay_fd(builder.real_prefix + point, upper, work)
+        new = overlay_fd(builder.masks.lower(point, builder.real_prefix + point), upper, work)
     try:
         attach(new, AT_FDCWD, point, MOVE_MOUNT_BENEATH)
         for child in children:
@@ -247,7 +249,7 @@ def _mount_entry(builder: Skeletons, level: str, name: str, kind: str, new: int)
         if kind == "dir":
             upper, work = str(builder.make_upper(path)), str(builder.work_dir(path))
             with host_view(builder):
-                fd = overlay_fd(real, upper, work)
+                fd = overlay_fd(builder.masks.lower(path, real), upper, work)
         else:
             readonly = os.path.isfile(real)
             with host_view(builder):
@@ -270,7 +272,8 @@ def bind_sockets(builder: Skeletons, paths: set[str], listening: Callable[[], fr
     with host_view(builder):
         live = listening()
         for path in sorted(paths):
-            if os.path.lexists(builder.at(builder.upper, path)) or not _listened(path, live):
+            if os.path.lexists(builder.at(builder.upper, path)) or not _listened(path, live) \
+                    or masklayer.under(builder.hidden, path):
                 continue
             try:
                 found.append((path, bind_fd(path, readonly=False)))

@@ -175,8 +175,9 @@ def main(argv: list[str]) -> int:
         network = egress_proxy.HolderNetwork(str(sandbox))   # network: before the namespaces
         enter_namespaces(pid_namespace=True, net_namespace=network.isolated, sandbox=sandbox)
         network.inside(builder.log)
+        builder.hide(frozenset(path for path, _ in hide.read_list(sandbox)))
         builder.build(project)
-        builder.hidden = hide.apply(builder.root, sandbox, builder.log)   # issue 24
+        hide.apply(builder.root, sandbox, builder.log)   # issue 24: masks on top, read-only
         sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)
