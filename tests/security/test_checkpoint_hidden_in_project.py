@@ -15,7 +15,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.claude.conftest import Claude
+from tests.engines.conftest import engine_cli
+from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
 
 READ_OBJECTS = (
     "python3 -c 'import os,zlib,sys\n"
@@ -31,8 +35,10 @@ def _git(project: Path, *args: str) -> None:
                    check=True, capture_output=True)
 
 
+@pytest.mark.parametrize("engine_name", ["overlay", "podman", "docker"], indirect=True)
 def test_a_hidden_file_in_the_project_is_not_readable_through_the_checkpoint_store(
-        claude: Claude, project: Path) -> None:
+        engine_name: str, project: Path, tmp_path: Path) -> None:  # noqa: F811
+    claude = Claude(project, tmp_path, engine=engine_cli(engine_name))
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "base")
