@@ -17,7 +17,6 @@ import os
 import shlex
 import subprocess
 import time
-import zlib
 from pathlib import Path
 
 from tests.claude.conftest import Claude

@@ -9,6 +9,7 @@ path is cut in two, neither half is the secret, and it is shown whole inside. Th
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -28,8 +29,6 @@ def test_a_hidden_directory_with_a_line_break_in_its_name_is_hidden(
     (secret_dir / "key").write_text(canary + "\n")
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "workspace" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    import json
-
     config.write_text(f"hide: [{json.dumps(str(secret_dir))}]\n")
     claude = Claude(project, tmp_path)
     claude.start()
