@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 MANAGED = "/etc/claude-code/managed-settings.json"
 MANAGED_DROP_INS = "/etc/claude-code/managed-settings.d"
 GLOB_CHARS = frozenset("*?[")
+CHECKPOINT_STORE = "workspace-checkpoints.git"   # guardrails.shadow.STORE_NAME
 # What expanding the patterns that glob outside the project may read, all together.
 GLOB_ENTRIES = 100_000
 GLOB_SECONDS = 1.0
@@ -63,7 +64,42 @@ def always() -> list[str]:
 
 def patterns(config: Config, project: str) -> list[str]:
     """Every pattern in force: the setting, what is always hidden, Claude Code's denials."""
-    return list(dict.fromkeys([*config["hide"], *always(), *claude_patterns(project)]))
+    return list(dict.fromkeys([*config["hide"], *always(), *checkpoint_store(project),
+                               *claude_patterns(project)]))
+
+
+def checkpoint_store(project: str) -> list[str]:
+    """The guard rails' snapshots of this project (guardrails/shadow.py): they hold the real
+    work tree's files, hidden ones too (an untracked ``.env``), so no sandbox reads them.
+    Found as git finds the repository, by reading files only (``.git`` a directory, or a
+    file naming one, and its ``commondir``): no git runs here."""
+    here = os.path.realpath(project) if project else ""
+    while here:
+        dot_git = os.path.join(here, ".git")
+        common = _git_common_dir(dot_git)
+        if common is not None:
+            return [os.path.join(common, CHECKPOINT_STORE)]
+        here = "" if here == "/" else os.path.dirname(here)
+    return []
+
+
+def _git_common_dir(dot_git: str) -> str | None:
+    if os.path.isdir(dot_git):
+        return dot_git
+    try:
+        with open(dot_git, encoding="utf-8", errors="surrogateescape") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    git_dir = os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):])
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8",
+                  errors="surrogateescape") as f:
+            return os.path.normpath(os.path.join(git_dir, f.read(4096).strip()))
+    except OSError:
+        return git_dir
 
 
 def targets(config: Config, project: str) -> list[Target]:
@@ -259,17 +295,18 @@ PATTERNS_FILE = "hide.patterns"   # in the sandbox: one absolute path or glob a 
 
 
 def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
-    """The targets as the overlay holder and the try entry read them."""
-    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\n" for t in found
-                   if "\n" not in t.path)
+    """The targets as the overlay holder and the try entry read them: "d PATH" or "f PATH",
+    each ended by a NUL (a path may hold any other byte: a line break must not cut it)."""
+    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\0" for t in found)
     _write(directory, HIDE_FILE, text)
 
 
 def write_patterns(directory: os.PathLike[str] | str, config: Config, project: str) -> None:
-    """The patterns behind the list, absolute: the overlay holder checks them when it shows
-    what changed in the real project without a fresh sandbox (a new match needs one)."""
+    """The patterns behind the list, absolute, each ended by a NUL: the overlay holder checks
+    them when it shows what changed in the real project without a fresh sandbox (a new match
+    needs one)."""
     found = (absolute(p, project) for p in patterns(config, project))
-    _write(directory, PATTERNS_FILE, "".join(f"{p}\n" for p in found if p and "\n" not in p))
+    _write(directory, PATTERNS_FILE, "".join(f"{p}\0" for p in found if p))
 
 
 def _write(directory: os.PathLike[str] | str, name: str, text: str) -> None:

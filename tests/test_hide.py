@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from manager import config
@@ -151,3 +152,25 @@ def test_the_overlay_holder_reads_the_files_hide_writes():
     assert holder_hide.HIDE_FILE == hide.HIDE_FILE
     assert holder_project.PATTERNS_FILE == hide.PATTERNS_FILE
     assert holder_project.GLOB_CHARS == hide.GLOB_CHARS
+
+
+def test_the_checkpoint_store_is_always_hidden(tmp_path: Path):
+    """Attack pass 10: the guard rails' snapshots hold the real work tree's hidden files (an
+    untracked .env): the store is hidden wherever git would find it, with no git run: the
+    repository's .git, a subdirectory's, a linked worktree's common directory."""
+    from manager.guardrails import shadow
+
+    assert shadow.STORE_NAME == hide.CHECKPOINT_STORE
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "sub").mkdir()
+    store = str(repo / ".git" / shadow.STORE_NAME)
+    assert hide.checkpoint_store(str(repo)) == [store]
+    assert hide.checkpoint_store(str(repo / "sub")) == [store]
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "base"], check=True)
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(tmp_path / "wt")],
+                   check=True)
+    assert hide.checkpoint_store(str(tmp_path / "wt")) == [store]
+    assert hide.checkpoint_store(str(tmp_path)) == []
+    assert store in hide.patterns(config.load(repo), str(repo))

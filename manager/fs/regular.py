@@ -59,6 +59,16 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
 def open_below(root: str, path: str) -> int:
     """:func:`open_regular` of ``path``, which is below ``root``, every directory between
     them opened without following a symlink (OSError ELOOP or ENOTDIR for one)."""
+    at, name = parent_below(root, path)
+    try:
+        return open_regular(name, dir_fd=at)
+    finally:
+        os.close(at)
+
+
+def parent_below(root: str, path: str) -> tuple[int, str]:
+    """A descriptor (``O_PATH``, the caller's to close) of the directory holding ``path``,
+    reached from ``root`` without following a symlink, and the last name."""
     rel = os.path.relpath(path, root)
     if rel == "." or rel.startswith("../") or rel == "..":
         raise NotRegular(errno.EINVAL, "not below its upper directory", path)
@@ -69,7 +79,26 @@ def open_below(root: str, path: str) -> int:
             below = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
             os.close(at)
             at = below
-        return open_regular(parts[-1], dir_fd=at)
+    except OSError:
+        os.close(at)
+        raise
+    return at, parts[-1]
+
+
+def lstat_below(root: str, path: str) -> os.stat_result:
+    """``lstat`` of ``path`` below ``root`` (:func:`parent_below`)."""
+    at, name = parent_below(root, path)
+    try:
+        return os.stat(name, dir_fd=at, follow_symlinks=False)
+    finally:
+        os.close(at)
+
+
+def readlink_below(root: str, path: str) -> str:
+    """The target of the symlink ``path`` below ``root`` (:func:`parent_below`)."""
+    at, name = parent_below(root, path)
+    try:
+        return os.readlink(name, dir_fd=at)
     finally:
         os.close(at)
 

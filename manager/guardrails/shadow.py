@@ -21,6 +21,7 @@ last index is the answer: one git process in all.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -38,7 +39,9 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.errors import StateError
 from manager.fs import longpath
-from manager.fs.regular import open_regular
+from manager.fs.regular import lstat_below
+from manager.fs.regular import open_below
+from manager.fs.regular import readlink_below
 from manager.git.plumbing import Git
 from manager.git.plumbing import GitError
 from manager.git.plumbing import Repo
@@ -359,17 +362,24 @@ def head_tree(shadow: Shadow, head: str | None) -> str:
 
 
 HASH_BATCH = 256
+# A file of the sandbox's larger than this is left out of a snapshot (its path keeps what the
+# work tree has): git hash-object reads every byte, and `truncate -s 64G` costs the sandbox
+# no block while the hook would read for minutes (attack pass 10).
+SNAPSHOT_FILE_LIMIT = 256 << 20
 
 
 @dataclass
 class _Plan:
     removals: list[bytes]
-    files: list[tuple[str, Path, bytes]]   # (mode, file to hash, repo-relative path)
+    files: list[tuple[str, Change, bytes]]   # (mode, the change to hash, repo-relative path)
+    skipped: list[str]                       # too large to snapshot (real paths)
 
 
 def apply_overlay(git: Git, shadow: Shadow, changes: list[Change]) -> bool:
     """Put the overlay's pending changes under the work tree into the index."""
     plan = _plan(shadow.repo.worktree, changes)
+    if plan.skipped:
+        _note_skipped(plan.skipped)
     if not plan.removals and not plan.files:
         return False
     ignored = git.ignored([rel for _, _, rel in plan.files])
@@ -384,7 +394,9 @@ def apply_overlay(git: Git, shadow: Shadow, changes: list[Change]) -> bool:
 
 
 def _plan(root: Path, changes: list[Change]) -> _Plan:
-    plan = _Plan([], [])
+    """Every entry is read below its upper root (fs/regular.py): a directory on the way that
+    a running call swaps for a symlink is refused, never followed to the host."""
+    plan = _Plan([], [], [])
     nested = _nested_repos(root, changes)
     for change in changes:
         rel = _relative(root, change.real_path)
@@ -395,12 +407,26 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
         if change.kind is Kind.DELETED:
             continue
         if change.new_type is EntryType.FILE:
-            mode = "100755" if longpath.lstat(change.upper_path).st_mode & stat.S_IXUSR \
-                else "100644"
-            plan.files.append((mode, change.upper, rel))
+            try:
+                st = lstat_below(change.upper_root, change.upper_path)
+            except OSError:
+                continue   # changed since the walk: the next snapshot sees what it is
+            if st.st_size > SNAPSHOT_FILE_LIMIT:
+                plan.skipped.append(change.real_path)
+                continue
+            plan.files.append(("100755" if st.st_mode & stat.S_IXUSR else "100644", change, rel))
         elif change.new_type is EntryType.SYMLINK:
-            plan.files.append(("120000", change.upper, rel))
+            plan.files.append(("120000", change, rel))
     return plan
+
+
+def _note_skipped(paths: list[str]) -> None:
+    """Said on stderr (the hook's log): a checkpoint that leaves a file out says which."""
+    import sys
+
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    print(f"workspace: checkpoint: not snapshotted (over {SNAPSHOT_FILE_LIMIT >> 20} MiB, "
+          f"e.g. a sparse file): {shown}", file=sys.stderr)
 
 
 def _relative(root: Path, path: str) -> bytes | None:
@@ -437,7 +463,7 @@ def _inside(rel: bytes, dirs: set[bytes]) -> bool:
 
 
 @contextlib.contextmanager
-def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[list[Path]]:
+def _hashable(shadow: Shadow, files: list[tuple[str, Change, bytes]]) -> Iterator[list[Path]]:
     """Paths ``hash-object --stdin-paths`` can read: link targets via temp files; a file
     through a descriptor of ours (``/proc/PID/fd/N``): git opens the inode checked to be a
     regular file (manager/fs/regular.py), never a device or fifo the sandbox swapped in."""
@@ -445,15 +471,14 @@ def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[
     held: list[int] = []
     sources: list[Path] = []
     try:
-        for mode, upper, _ in files:
+        for mode, change, _ in files:
             if mode == "120000":
                 tmp = shadow.tmp / f"blob.{os.getpid()}.{len(made)}"
-                with longpath.reach(str(upper)) as name:
-                    tmp.write_bytes(os.fsencode(os.readlink(name)))
+                tmp.write_bytes(os.fsencode(readlink_below(change.upper_root, change.upper_path)))
                 made.append(tmp)
                 sources.append(tmp)
             else:
-                held.append(_open_file(str(upper)))
+                held.append(_open_file(change))
                 sources.append(Path(f"/proc/{os.getpid()}/fd/{held[-1]}"))
         yield sources
     finally:
@@ -463,10 +488,11 @@ def _hashable(shadow: Shadow, files: list[tuple[str, Path, bytes]]) -> Iterator[
             tmp.unlink(missing_ok=True)
 
 
-def _open_file(path: str) -> int:
-    parent, name = longpath.split(path)
-    try:
-        return open_regular(name, dir_fd=parent)
-    finally:
-        if parent is not None:
-            os.close(parent)
+def _open_file(change: Change) -> int:
+    """The file, below its upper root; one grown past the limit since the plan is refused
+    (git would read all of it: a sparse file costs the sandbox no block)."""
+    fd = open_below(change.upper_root, change.upper_path)
+    if os.fstat(fd).st_size > SNAPSHOT_FILE_LIMIT:
+        os.close(fd)
+        raise OSError(errno.EFBIG, "grown past the snapshot limit", change.real_path)
+    return fd

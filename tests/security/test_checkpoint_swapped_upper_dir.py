@@ -19,6 +19,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+from manager.changes.model import Change
+from manager.changes.model import EntryType
+from manager.changes.model import Kind
+from manager.guardrails import shadow
 from tests.claude.conftest import Claude
 
 FLIP = r"""
@@ -62,14 +68,14 @@ def test_snapshot_hashes_no_hidden_host_file_through_a_swapped_directory(
 
     oid = _blob_id(canary)
     store = project / ".git" / "workspace-checkpoints.git"
-    answer = claude.pre_bash(f"python3 -c {shlex.quote(FLIP)} {secret_dir} 20",
+    answer = claude.pre_bash(f"python3 -c {shlex.quote(FLIP)} {secret_dir} 9",
                              run_in_background=True)
     flip = subprocess.Popen(["/bin/bash", "-c", answer.command], cwd=project, env=claude.env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found = False
     try:
         time.sleep(1)
-        deadline = time.time() + 16
+        deadline = time.time() + 6   # before the fix: found within 16 s, mostly far less
         while time.time() < deadline and not found:
             claude.hook("UserPromptSubmit", {"prompt": "go on"})
             found = (store / "objects" / oid[:2] / oid[2:]).exists()
@@ -85,3 +91,33 @@ def test_snapshot_hashes_no_hidden_host_file_through_a_swapped_directory(
             "directory swapped for a symlink, and a sandboxed call read it back: "
             + read.stdout[-200:])
     assert not found, "a hidden host file's content is in the checkpoint store"
+
+
+def test_no_directory_on_the_way_to_an_upper_entry_is_followed(tmp_path: Path) -> None:
+    """The class, without the race: whatever stands in the upper when the snapshot reads it,
+    a symlink on the way is refused (fs/regular.py's ``*_below``), never followed to the
+    host; a file over the snapshot limit (a sparse one costs the sandbox no block) is left out."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key").write_text("SECRET\n")
+    (secret / "link").symlink_to("/etc/passwd")
+    upper = tmp_path / "upper"
+    project = tmp_path / "proj"
+    project.mkdir()
+    inside = Path(f"{upper}{project}")
+    inside.mkdir(parents=True)
+    (inside / "d").symlink_to(secret)
+    (inside / "big.bin").touch()
+    os.truncate(inside / "big.bin", shadow.SNAPSHOT_FILE_LIMIT + 1)
+
+    def change(name: str, kind: EntryType) -> Change:
+        return Change(f"{project}/{name}", Kind.ADDED, f"{inside}/{name}", kind, None, True)
+
+    key, link = change("d/key", EntryType.FILE), change("d/link", EntryType.SYMLINK)
+    big = change("big.bin", EntryType.FILE)
+    with pytest.raises(OSError):
+        shadow._open_file(key)
+    with pytest.raises(OSError):
+        shadow.readlink_below(link.upper_root, link.upper_path)
+    plan = shadow._plan(project, [key, big])
+    assert plan.files == [] and plan.skipped == [big.real_path]

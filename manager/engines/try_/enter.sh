@@ -129,7 +129,7 @@ USERNS=(--user --map-root-user)
 # What the session hides (manager/hide.py, written by prepare): try's own -i PATH each.
 HIDE=()
 if [[ -s $WS/hide.list ]]; then
-    while IFS= read -r __ws_line; do HIDE+=(-i "${__ws_line:2}"); done <"$WS/hide.list"
+    while IFS= read -r -d "" __ws_line; do HIDE+=(-i "${__ws_line:2}"); done <"$WS/hide.list"   # NUL-ended
 fi
 setpriv --pdeathsig KILL unshare "${USERNS[@]}" --pid --fork --kill-child -- /bin/sh -c '
 try=$1 flag=$2 dir=$3 ws=$4 line=$5; shift 5

@@ -1,7 +1,7 @@
 """The overlay holder's part of ``hide`` (:mod:`manager.hide`): mounts over each hidden path.
 
 Stdlib only: the holder runs it with ``-I`` from its own directory. Read before the pivot
-from the sandbox's ``hide.list`` ("d PATH" / "f PATH", real host paths). Inside the
+from the sandbox's ``hide.list`` ("d PATH" / "f PATH" each ended by a NUL, real host paths). Inside the
 sandbox's root a directory gets an empty read-only tmpfs over it, anything else a bind of an
 empty read-only file: a command sees the path empty, never its content, and cannot write
 there either (nothing reaches the host, nothing waits for review). The mounts are the
@@ -27,7 +27,8 @@ def read_list(sandbox: Path) -> list[tuple[str, bool]]:
         text = (sandbox / HIDE_FILE).read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
-    return [(line[2:], line[0] == "d") for line in text.splitlines() if line[1:2] == " "]
+    # NUL-ended records (manager.hide.write_list): never split at a line break of a path.
+    return [(line[2:], line[0] == "d") for line in text.split("\0") if line[1:2] == " "]
 
 
 def apply(root: Path, sandbox: Path, log: list[str]) -> frozenset[str]:

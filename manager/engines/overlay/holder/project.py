@@ -98,4 +98,4 @@ def _read_patterns(sandbox: Path) -> list[str]:
         text = (sandbox / PATTERNS_FILE).read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
-    return [line for line in text.splitlines() if line.startswith("/")]
+    return [line for line in text.split("\0") if line.startswith("/")]   # NUL-ended
