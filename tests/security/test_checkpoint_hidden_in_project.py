@@ -21,6 +21,9 @@ from tests.claude.conftest import Claude
 from tests.engines.conftest import engine_cli
 from tests.engines.conftest import engine_name  # noqa: F401 - the fixture
 
+# Claude is made here, not by its fixture: run as the ordinary user too.
+pytestmark = pytest.mark.as_user
+
 READ_OBJECTS = (
     "python3 -c 'import os,zlib,sys\n"
     "for d,_,fs in os.walk(\".git/workspace-checkpoints.git/objects\"):\n"

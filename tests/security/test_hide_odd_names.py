@@ -19,6 +19,9 @@ import pytest
 
 from tests.claude.conftest import Claude
 
+# Claude is made here, not by its fixture: run as the ordinary user too.
+pytestmark = pytest.mark.as_user
+
 
 @pytest.mark.parametrize("odd", ["\n", "\r", "\x85", "\u2028"], ids=["lf", "cr", "nel", "ls"])
 def test_a_hidden_directory_with_a_line_break_in_its_name_is_hidden(
