@@ -3,10 +3,11 @@
 # behaviour suite, the CLI flows, the real-client plugin e2e: see tests/conftest.py) also run as an
 # ordinary account, $WORKSPACE_TEST_USER (default wstest, made by scripts/setup.d/60-testuser.sh; set
 # it empty for the root run alone). The two passes run side by side, each as $WORKSPACE_TEST_PARTS
-# pytest processes (conftest's --part: the test files dealt in turn; default one per two cores
-# beyond the first two: the two passes alone keep two cores busy, more parts only wait for them);
-# the tests marked `alone` (they stop dockerd, which both passes use) run by themselves afterwards. Extra arguments go to every pytest run. Exit status: 0 only when every
-# run passed; a pass that collects nothing fails (one of its parts may select nothing, and the
+# pytest processes (conftest's --part: the test files dealt in turn; by default one per two
+# cores from four cores on, else one: the two passes alone keep two cores busy, and more parts
+# there only slowed them); the tests marked `alone` (they stop dockerd, which both passes use)
+# run by themselves afterwards. Extra arguments go to every pytest run. Exit status: 0 only
+# when every run passed; a pass that collects nothing fails (one of its parts may select nothing, and the
 # `alone` run may, when the arguments name other tests).
 set -uo pipefail
 cd "$(dirname "$0")/.."
