@@ -11,7 +11,9 @@ Work is batched: one subprocess per step, never one per file.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import time
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +51,7 @@ PROGRAM_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_EDITOR": "tr
                 # trace2 files: their targets come from the global config only, which no
                 # GIT_CONFIG_KEY overrides; these variables do ("0": off)
                 "GIT_TRACE2": "0", "GIT_TRACE2_EVENT": "0", "GIT_TRACE2_PERF": "0"}
-_named_cache: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+_named_cache: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {}
 # Settings that keep our scratch work from writing next to the user's index or
 # printing advice meant for people.
 _CONFIG = ("core.splitIndex=false", "advice.addEmbeddedRepo=false", "advice.addIgnoredFile=false",
@@ -437,21 +439,31 @@ def run_in(directory: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 def _named_programs(repo: Repo, env: dict[str, str]) -> list[tuple[str, str]]:
     """Empty commands for the drivers the config defines (a filter is also made optional),
-    read once per process while the repository's config files stay as they are."""
-    key = (str(repo.git_dir), *(_stamp(d / "config") for d in (repo.git_dir, repo.common_dir)))
-    found = _named_cache.get(key)
-    if found is None:
-        proc = subprocess.run(["git", "config", "-z", "--name-only", "--get-regexp", _NAMED],
-                              capture_output=True, env=env, cwd=repo.worktree)
-        if proc.returncode not in (0, 1):
-            raise GitError(["config"], proc.returncode, proc.stderr.decode(errors="replace"))
-        found = []
-        for name in dict.fromkeys(proc.stdout.decode(errors="surrogateescape").split("\0")):
-            if name:
-                found.append((name, ""))
-                if name.startswith("filter."):
-                    found.append((name.rpartition(".")[0] + ".required", "false"))
-        _named_cache[key] = found
+    read again whenever a config file it came from changed: the repository's own, and every
+    file git read for it (an ``include.path`` may name a file of the work tree, which the
+    agent's Write tool edits; the resident service lives across many hooks)."""
+    cached = _named_cache.get(str(repo.git_dir))
+    if cached is not None and all(_stamp(Path(p)) == s for p, s in cached[0]):
+        return cached[1]
+    started = time.time_ns()
+    proc = subprocess.run(["git", "config", "-z", "--list", "--name-only", "--show-origin"],
+                          capture_output=True, env=env, cwd=repo.worktree)
+    if proc.returncode not in (0, 1):
+        raise GitError(["config"], proc.returncode, proc.stderr.decode(errors="replace"))
+    tokens = proc.stdout.decode(errors="surrogateescape").split("\0")
+    origins = {str(repo.git_dir / "config"), str(repo.common_dir / "config")}
+    found: list[tuple[str, str]] = []
+    for origin, name in zip(tokens[0::2], tokens[1::2], strict=False):
+        if origin.startswith("file:"):
+            origins.add(os.path.abspath(os.path.join(repo.worktree, origin[len("file:"):])))
+        if re.match(_NAMED, name) and (name, "") not in found:
+            found.append((name, ""))
+            if name.startswith("filter."):
+                found.append((name.rpartition(".")[0] + ".required", "false"))
+    stamps = [(p, _stamp(Path(p))) for p in sorted(origins)]
+    # A file written in the same instant as the read may have changed after it: not kept.
+    if all(s == "-" or int(s.split(":")[1]) < started for _, s in stamps):
+        _named_cache[str(repo.git_dir)] = (stamps, found)
     return found
 
 
