@@ -84,8 +84,11 @@ def checkpoint_store(project: str) -> list[str]:
 
 
 def _git_common_dir(dot_git: str) -> str | None:
+    """The common directory of the repository ``dot_git`` names, or None when it is no
+    repository: git passes over a ``.git`` that is not one (no HEAD, objects and refs) and
+    looks further up, and so does this."""
     if os.path.isdir(dot_git):
-        return dot_git
+        return dot_git if _is_git_dir(dot_git) else None
     try:
         with open(dot_git, encoding="utf-8", errors="surrogateescape") as f:
             line = f.read(4096).strip()
@@ -94,12 +97,28 @@ def _git_common_dir(dot_git: str) -> str | None:
     if not line.startswith("gitdir: "):
         return None
     git_dir = os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):])
+    if not _is_git_dir(git_dir):
+        return None
     try:
         with open(os.path.join(git_dir, "commondir"), encoding="utf-8",
                   errors="surrogateescape") as f:
             return os.path.normpath(os.path.join(git_dir, f.read(4096).strip()))
     except OSError:
         return git_dir
+
+
+def _is_git_dir(path: str) -> bool:
+    """git's own test (setup.c, is_git_directory): HEAD, and objects and refs (those two may
+    be the common directory's, named by ``commondir``)."""
+    if not os.path.isfile(os.path.join(path, "HEAD")):
+        return False
+    common = path
+    try:
+        with open(os.path.join(path, "commondir"), encoding="utf-8", errors="surrogateescape") as f:
+            common = os.path.normpath(os.path.join(path, f.read(4096).strip()))
+    except OSError:
+        pass
+    return all(os.path.isdir(os.path.join(common, d)) for d in ("objects", "refs"))
 
 
 def targets(config: Config, project: str) -> list[Target]:
@@ -297,8 +316,8 @@ PATTERNS_FILE = "hide.patterns"   # in the sandbox: one absolute path or glob a 
 def write_list(directory: os.PathLike[str] | str, found: list[Target]) -> None:
     """The targets as the overlay holder and the try entry read them: "d PATH" or "f PATH",
     each ended by a NUL (a path may hold any other byte: a line break must not cut it)."""
-    text = "".join(f"{'d' if t.is_dir else 'f'} {t.path}\0" for t in found)
-    _write(directory, HIDE_FILE, text)
+    data = b"".join(os.fsencode(f"{'d' if t.is_dir else 'f'} {t.path}\0") for t in found)
+    _write(directory, HIDE_FILE, data)
 
 
 def write_patterns(directory: os.PathLike[str] | str, config: Config, project: str) -> None:
@@ -306,12 +325,13 @@ def write_patterns(directory: os.PathLike[str] | str, config: Config, project: s
     them when it shows what changed in the real project without a fresh sandbox (a new match
     needs one)."""
     found = (absolute(p, project) for p in patterns(config, project))
-    _write(directory, PATTERNS_FILE, "".join(f"{p}\0" for p in found if p))
+    _write(directory, PATTERNS_FILE, b"".join(os.fsencode(f"{p}\0") for p in found if p))
 
 
-def _write(directory: os.PathLike[str] | str, name: str, text: str) -> None:
+def _write(directory: os.PathLike[str] | str, name: str, data: bytes) -> None:
+    """The bytes of the names as the file system has them (a name need not be UTF-8)."""
     from pathlib import Path
 
     from manager.fs.util import write_atomic
 
-    write_atomic(Path(directory) / name, text.encode())   # an entry never reads half
+    write_atomic(Path(directory) / name, data)   # an entry never reads half

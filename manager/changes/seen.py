@@ -139,9 +139,17 @@ class Seen:
         self._names: dict[str, str] | None = None
 
     def holds(self, real: str) -> bool:
+        return real in self._loaded()
+
+    def holds_below(self, real: str) -> bool:
+        """A name below the directory ``real``: the directory gone, those went with it."""
+        prefix = real.rstrip("/") + "/"
+        return any(name.startswith(prefix) for name in self._loaded())
+
+    def _loaded(self) -> dict[str, str]:
         if self._names is None:
             self._names = current(self.session_dir) if self.session_dir is not None else {}
-        return real in self._names
+        return self._names
 
 
 def _stands(upper: str) -> bool:

@@ -262,9 +262,16 @@ def conflict(ctx: _Context, change: Change, action: str, hidden: bool, dir_fd: i
 
 
 def _deleted_since_replaced(ctx: _Context, change: Change, action: str) -> str | None:
-    """A real entry gone that a walk saw under the sandbox's own entry: deleted outside
-    (:mod:`manager.changes.seen`), not a file the sandbox created."""
-    if action != "remove" and ctx.seen.holds(change.real_path):
+    """A real entry gone that a walk (or the holder) saw under the sandbox's own entry:
+    deleted outside (:mod:`manager.changes.seen`), not a file the sandbox created; for a
+    directory, also a name below it (gone with it: its entries, a new tree's too, are never
+    each asked)."""
+    if action == "remove":
+        return None
+    if action == "dir" and (ctx.seen.holds(change.real_path)
+                            or ctx.seen.holds_below(change.real_path)):
+        return "deleted or moved outside the sandbox with what the sandbox had in it"
+    if ctx.seen.holds(change.real_path):
         return "deleted outside the sandbox after the sandbox replaced it"
     return None
 

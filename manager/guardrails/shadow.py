@@ -365,7 +365,10 @@ HASH_BATCH = 256
 # A file of the sandbox's larger than this is left out of a snapshot (its path keeps what the
 # work tree has): git hash-object reads every byte, and `truncate -s 64G` costs the sandbox
 # no block while the hook would read for minutes (attack pass 10).
-SNAPSHOT_FILE_LIMIT = 256 << 20
+SNAPSHOT_FILE_LIMIT = 32 << 20
+# ... and all of them together (200 sparse files of 256 MiB stalled it the same way): past it,
+# the rest are left out too; a file grown between the plan and the read counts as read.
+SNAPSHOT_TOTAL_LIMIT = 256 << 20
 
 
 @dataclass
@@ -385,8 +388,9 @@ def apply_overlay(git: Git, shadow: Shadow, changes: list[Change]) -> bool:
     ignored = git.ignored([rel for _, _, rel in plan.files])
     files = [f for f in plan.files if f[2] not in ignored]
     ids = []
+    budget = [SNAPSHOT_TOTAL_LIMIT]
     for at in range(0, len(files), HASH_BATCH):   # each batch's files held open: a bound
-        with _hashable(shadow, files[at:at + HASH_BATCH]) as sources:
+        with _hashable(shadow, files[at:at + HASH_BATCH], budget) as sources:
             ids += git.hash_files(sources)
     git.remove_cached(plan.removals)
     git.index_info([(mode, oid, rel) for (mode, _, rel), oid in zip(files, ids, strict=True)])
@@ -398,6 +402,7 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
     a running call swaps for a symlink is refused, never followed to the host."""
     plan = _Plan([], [], [])
     nested = _nested_repos(root, changes)
+    total = 0
     for change in changes:
         rel = _relative(root, change.real_path)
         if rel is None or _inside(rel, nested):
@@ -411,9 +416,10 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
                 st = lstat_below(change.upper_root, change.upper_path)
             except OSError:
                 continue   # changed since the walk: the next snapshot sees what it is
-            if st.st_size > SNAPSHOT_FILE_LIMIT:
+            if st.st_size > SNAPSHOT_FILE_LIMIT or total + st.st_size > SNAPSHOT_TOTAL_LIMIT:
                 plan.skipped.append(change.real_path)
                 continue
+            total += st.st_size
             plan.files.append(("100755" if st.st_mode & stat.S_IXUSR else "100644", change, rel))
         elif change.new_type is EntryType.SYMLINK:
             plan.files.append(("120000", change, rel))
@@ -425,8 +431,9 @@ def _note_skipped(paths: list[str]) -> None:
     import sys
 
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    print(f"workspace: checkpoint: not snapshotted (over {SNAPSHOT_FILE_LIMIT >> 20} MiB, "
-          f"e.g. a sparse file): {shown}", file=sys.stderr)
+    print(f"workspace: checkpoint: not snapshotted (over {SNAPSHOT_FILE_LIMIT >> 20} MiB, or "
+          f"past {SNAPSHOT_TOTAL_LIMIT >> 20} MiB in all; sparse files count whole): {shown}",
+          file=sys.stderr)
 
 
 def _relative(root: Path, path: str) -> bytes | None:
@@ -463,7 +470,8 @@ def _inside(rel: bytes, dirs: set[bytes]) -> bool:
 
 
 @contextlib.contextmanager
-def _hashable(shadow: Shadow, files: list[tuple[str, Change, bytes]]) -> Iterator[list[Path]]:
+def _hashable(shadow: Shadow, files: list[tuple[str, Change, bytes]],
+              budget: list[int]) -> Iterator[list[Path]]:
     """Paths ``hash-object --stdin-paths`` can read: link targets via temp files; a file
     through a descriptor of ours (``/proc/PID/fd/N``): git opens the inode checked to be a
     regular file (manager/fs/regular.py), never a device or fifo the sandbox swapped in."""
@@ -478,7 +486,7 @@ def _hashable(shadow: Shadow, files: list[tuple[str, Change, bytes]]) -> Iterato
                 made.append(tmp)
                 sources.append(tmp)
             else:
-                held.append(_open_file(change))
+                held.append(_open_file(change, budget))
                 sources.append(Path(f"/proc/{os.getpid()}/fd/{held[-1]}"))
         yield sources
     finally:
@@ -488,11 +496,14 @@ def _hashable(shadow: Shadow, files: list[tuple[str, Change, bytes]]) -> Iterato
             tmp.unlink(missing_ok=True)
 
 
-def _open_file(change: Change) -> int:
-    """The file, below its upper root; one grown past the limit since the plan is refused
-    (git would read all of it: a sparse file costs the sandbox no block)."""
+def _open_file(change: Change, budget: list[int]) -> int:
+    """The file, below its upper root; one grown past a limit since the plan is refused, and
+    the snapshot with it (git would read all of it: a sparse file costs the sandbox no
+    block). ``budget``: the bytes all files read so far may still add."""
     fd = open_below(change.upper_root, change.upper_path)
-    if os.fstat(fd).st_size > SNAPSHOT_FILE_LIMIT:
+    size = os.fstat(fd).st_size
+    budget[0] -= size
+    if size > SNAPSHOT_FILE_LIMIT or budget[0] < 0:
         os.close(fd)
         raise OSError(errno.EFBIG, "grown past the snapshot limit", change.real_path)
     return fd

@@ -1,7 +1,7 @@
 """Attack pass 11: the guard rails' snapshot limit is per file: many sparse files just under
 it stall the prompt hook as one large one did.
 
-Attack pass 10's rule leaves a file over ``SNAPSHOT_FILE_LIMIT`` (256 MiB) out of the snapshot
+Attack pass 10's rule leaves a file over ``SNAPSHOT_FILE_LIMIT`` (then 256 MiB) out of the snapshot
 (guardrails/shadow.py). ``for i in $(seq 200); do truncate -s 256M f$i; done`` costs the
 sandbox no block either, and each file is at the limit, not over it: the UserPromptSubmit hook
 (and Stop's) hashes them all, 50 GiB of zeros read and deflated by ``git hash-object`` on the

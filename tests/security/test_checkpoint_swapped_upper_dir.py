@@ -116,7 +116,7 @@ def test_no_directory_on_the_way_to_an_upper_entry_is_followed(tmp_path: Path) -
     key, link = change("d/key", EntryType.FILE), change("d/link", EntryType.SYMLINK)
     big = change("big.bin", EntryType.FILE)
     with pytest.raises(OSError):
-        shadow._open_file(key)
+        shadow._open_file(key, [shadow.SNAPSHOT_TOTAL_LIMIT])
     with pytest.raises(OSError):
         shadow.readlink_below(link.upper_root, link.upper_path)
     plan = shadow._plan(project, [key, big])

@@ -42,7 +42,16 @@ echo done
 """
 
 
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+ROOT_CALLS = pytest.mark.xfail(strict=True, reason=(
+    "not defended yet (docs/security.md): a call that is root of the overlay engine's user "
+    "namespace unmounts its /proc, under which lies the host's, and reaches host processes' "
+    "descriptors; closing it needs the calls' /proc to be the session's pid namespace's alone "
+    "(or calls in a nested user namespace, where every mount is locked)"))
+
+
+@pytest.mark.parametrize("ids", [pytest.param("root", marks=ROOT_CALLS),
+                                 pytest.param("single-mapping", marks=ROOT_CALLS),
+                                 "subordinate-ids"])
 def test_no_call_writes_the_host_through_the_holders_descriptors(ids: str, tmp_path: Path) -> None:
     account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
     try:

@@ -79,6 +79,11 @@ def _outer(lvl: Path) -> list[str]:
             'mount -t tmpfs ws-a11 "$0" && exec "$@"', str(lvl / "m")]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "not defended yet (docs/security.md): a call that is root of the overlay engine's user "
+    "namespace may remount a read-only bind of a real file (a large file of a snapshotted "
+    "directory, a directory overlayfs cannot take) read-write; closing it needs the binds "
+    "locked (calls in a nested user namespace) or none made"))
 @pytest.mark.parametrize("kind", ["self", "ordinary"])
 def test_a_root_call_cannot_write_through_a_real_bind(kind: str, tmp_path: Path) -> None:
     """Root of the namespace: root's own sessions, and an ordinary user's without

@@ -3,8 +3,9 @@
 The evidence :mod:`manager.changes.seen` keeps from walks of the pending changes, taken here at
 the moment of the deletion, so that no walk needs to come between: the holder's watch of the
 real project (holder/watch.py) sees each name deleted or moved away there; when the upper
-directory holds the sandbox's own entry at that name (anything but a whiteout; a directory only
-when it hides the real one: opaque, or the real one was no directory), the pair (real path,
+directory holds the sandbox's own entry at that name (anything but a whiteout; a directory,
+merged or not: the real one its entries were made in went, moved away with what the sandbox
+had replaced below it, or deleted), the pair (real path,
 upper path as the CLI reaches it) is appended to ``deleted.real`` in the sandbox directory. The
 CLI folds that file into its record when it next reads it, and commit takes such a name, now
 without its real entry, as a conflict instead of bringing the file back as ``added``.
@@ -14,14 +15,12 @@ Stdlib only: the holder runs it with ``-I`` from its own directory.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import stat
 from pathlib import Path
 
 RECORD = "deleted.real"   # manager.changes.seen.HOLDER_RECORD
-OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 TRIES = 3
 
 
@@ -39,19 +38,9 @@ def _held_over(entry: str, was_dir: bool) -> bool:
         st = os.lstat(entry)
     except OSError:
         return False
-    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-        return False   # a whiteout: the sandbox deleted it too
-    if stat.S_ISDIR(st.st_mode) and was_dir:
-        return _opaque(entry)   # merged with the real directory: its own names speak
-    return True
-
-
-def _opaque(entry: str) -> bool:
-    for name in OPAQUE:
-        with contextlib.suppress(OSError):
-            if os.getxattr(entry, name, follow_symlinks=False) == b"y":
-                return True
-    return False
+    # A whiteout: the sandbox deleted it too. Anything else, a directory merged or not too
+    # (the real one its entries were made in is gone).
+    return not (stat.S_ISCHR(st.st_mode) and st.st_rdev == 0)
 
 
 def _append(session_fd: int, data: bytes) -> None:

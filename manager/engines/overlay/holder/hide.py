@@ -24,7 +24,7 @@ EMPTY_FILE = "hidden.empty"  # in the sandbox: what a hidden file shows
 def read_list(sandbox: Path) -> list[tuple[str, bool]]:
     """(real path, is a directory) for each line of the sandbox's list; none without one."""
     try:
-        text = (sandbox / HIDE_FILE).read_text(encoding="utf-8")
+        text = os.fsdecode((sandbox / HIDE_FILE).read_bytes())   # names need not be UTF-8
     except FileNotFoundError:
         return []
     # NUL-ended records (manager.hide.write_list): never split at a line break of a path.

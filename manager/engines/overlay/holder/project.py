@@ -95,7 +95,7 @@ def _fixed_part(pattern: str) -> str:
 
 def _read_patterns(sandbox: Path) -> list[str]:
     try:
-        text = (sandbox / PATTERNS_FILE).read_text(encoding="utf-8")
+        text = os.fsdecode((sandbox / PATTERNS_FILE).read_bytes())   # names need not be UTF-8
     except FileNotFoundError:
         return []
     return [line for line in text.split("\0") if line.startswith("/")]   # NUL-ended
