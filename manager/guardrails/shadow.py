@@ -427,13 +427,13 @@ def _plan(root: Path, changes: list[Change]) -> _Plan:
 
 
 def _note_skipped(paths: list[str]) -> None:
-    """Said on stderr (the hook's log): a checkpoint that leaves a file out says which."""
-    import sys
+    """Said on stderr (the hook's log), through the sink (the names are the agent's): a
+    checkpoint that leaves a file out says which."""
+    from manager import ui
 
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    print(f"workspace: checkpoint: not snapshotted (over {SNAPSHOT_FILE_LIMIT >> 20} MiB, or "
-          f"past {SNAPSHOT_TOTAL_LIMIT >> 20} MiB in all; sparse files count whole): {shown}",
-          file=sys.stderr)
+    ui.err(f"workspace: checkpoint: not snapshotted (over {SNAPSHOT_FILE_LIMIT >> 20} MiB, or "
+           f"past {SNAPSHOT_TOTAL_LIMIT >> 20} MiB in all; sparse files count whole): {shown}")
 
 
 def _relative(root: Path, path: str) -> bytes | None:
