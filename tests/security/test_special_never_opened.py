@@ -119,8 +119,18 @@ def test_the_guardrail_index_hashes_regular_files_only(tmp_path: Path):
     import subprocess
     from types import SimpleNamespace
 
+    from manager.changes.model import Change
+    from manager.changes.model import EntryType
+    from manager.changes.model import Kind
     from manager.fs import regular
     from manager.guardrails import shadow
+
+    def change(path: Path) -> Change:   # an upper entry (read below tmp_path) of /proj/...
+        real = "/proj/" + str(path.relative_to(tmp_path))
+        return Change(real, Kind.ADDED, str(path), EntryType.FILE, None, True)
+
+    def budget() -> list[int]:
+        return [shadow.SNAPSHOT_TOTAL_LIMIT]
 
     odd = tmp_path / "a\nb.txt"
     odd.write_bytes(b"one\n")
@@ -128,8 +138,8 @@ def test_the_guardrail_index_hashes_regular_files_only(tmp_path: Path):
     deep.mkdir(parents=True)
     (deep / "f.txt").write_bytes(b"two\n")
     where = SimpleNamespace(tmp=tmp_path)
-    files = [("100644", odd, b"a"), ("100644", deep / "f.txt", b"b")]
-    with shadow._hashable(where, files) as sources:   # type: ignore[arg-type]
+    files = [("100644", change(odd), b"a"), ("100644", change(deep / "f.txt"), b"b")]
+    with shadow._hashable(where, files, budget()) as sources:   # type: ignore[arg-type]
         got = subprocess.run(["git", "hash-object", "--no-filters", "--stdin-paths"],
                              input="".join(f"{s}\n" for s in sources), capture_output=True,
                              text=True, check=True).stdout.split()
@@ -141,7 +151,8 @@ def test_the_guardrail_index_hashes_regular_files_only(tmp_path: Path):
     try:
         for name in SPECIAL:
             with pytest.raises(regular.NotRegular), \
-                    shadow._hashable(where, [("100644", tmp_path / name, b"x")]):
+                    shadow._hashable(where, [("100644", change(tmp_path / name), b"x")],  # type: ignore[arg-type]
+                                     budget()):
                 pass
         seen = watch.seen()
     finally:
