@@ -151,9 +151,19 @@ def _wait_for_any(root: Path, made: Path, timeout: float = 60) -> None:
     """Wait until the sandbox made ``made`` (a path in the project): its upper layer under
     ``root`` holds it, or in volume mode the session's container shows it."""
     deadline = time.monotonic() + timeout
-    while not (any(root.rglob(made.name)) or _in_volumes(root, made)):
+    while not (_found_below(root, made.name) or _in_volumes(root, made)):
         assert time.monotonic() < deadline, f"{made.name} never appeared under {root}"
         time.sleep(0.1)
+
+
+def _found_below(root: Path, name: str) -> bool:
+    """The engine makes and removes its work directories while this walks (try's
+    ``workdir/run/work``: CI17 failed on one gone between listing and scanning): a walk
+    that meets one gone looks again at the next turn."""
+    try:
+        return any(root.rglob(name))
+    except FileNotFoundError:
+        return False
 
 
 def _in_volumes(state: Path, made: Path) -> bool:
