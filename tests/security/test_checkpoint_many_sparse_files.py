@@ -13,16 +13,12 @@ bound, is what holds.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 from manager.guardrails import shadow
 from tests.claude.conftest import Claude
+from tests.security.test_checkpoint_sparse_file import prompt_hook_seconds
 
 COUNT = 200
 WITHIN_S = 30
@@ -42,22 +38,7 @@ def test_many_sparse_files_at_the_limit_do_not_stall_the_prompt_hook(claude: Cla
     size = shadow.SNAPSHOT_FILE_LIMIT
     made = claude.bash(f"for i in $(seq {COUNT}); do truncate -s {size} f$i.bin; done")
     assert made.returncode == 0, made.stderr
-    payload = json.dumps({"session_id": claude.session_id, "cwd": str(project),
-                          "hook_event_name": "UserPromptSubmit", "prompt": "go on"}).encode()
-    hook = subprocess.Popen([str(claude.launcher), "UserPromptSubmit"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=project,
-                            env=claude.env, start_new_session=True)
-    started = time.monotonic()
-    assert hook.stdin is not None
-    hook.stdin.write(payload)
-    hook.stdin.close()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        hook.wait(timeout=WITHIN_S)
-    took = time.monotonic() - started
-    finished = hook.poll() is not None
-    if not finished:
-        os.killpg(hook.pid, signal.SIGKILL)   # the hook and the git it started
-        hook.wait()
-    assert finished, (f"UserPromptSubmit still ran after {took:.0f} s: the snapshot reads "
-                      f"{COUNT} sparse files of {size >> 20} MiB each the sandbox made "
-                      "(they cost the sandbox no block)")
+    took = prompt_hook_seconds(claude, project, WITHIN_S)
+    assert took is not None, (f"UserPromptSubmit still ran after {WITHIN_S} s: the snapshot reads "
+                              f"{COUNT} sparse files of {size >> 20} MiB each the sandbox made "
+                              "(they cost the sandbox no block)")
