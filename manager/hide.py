@@ -88,37 +88,30 @@ def _git_common_dir(dot_git: str) -> str | None:
     repository: git passes over a ``.git`` that is not one (no HEAD, objects and refs) and
     looks further up, and so does this."""
     if os.path.isdir(dot_git):
-        return dot_git if _is_git_dir(dot_git) else None
-    try:
-        with open(dot_git, encoding="utf-8", errors="surrogateescape") as f:
-            line = f.read(4096).strip()
-    except OSError:
+        return _repository_common(dot_git)
+    line = _first_line(dot_git)
+    if line is None or not line.startswith("gitdir: "):
         return None
-    if not line.startswith("gitdir: "):
-        return None
-    git_dir = os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):])
-    if not _is_git_dir(git_dir):
-        return None
-    try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8",
-                  errors="surrogateescape") as f:
-            return os.path.normpath(os.path.join(git_dir, f.read(4096).strip()))
-    except OSError:
-        return git_dir
+    return _repository_common(os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):]))
 
 
-def _is_git_dir(path: str) -> bool:
-    """git's own test (setup.c, is_git_directory): HEAD, and objects and refs (those two may
-    be the common directory's, named by ``commondir``)."""
-    if not os.path.isfile(os.path.join(path, "HEAD")):
-        return False
-    common = path
+def _repository_common(git_dir: str) -> str | None:
+    """git's own test (setup.c, is_git_directory): HEAD, and objects and refs in the common
+    directory (``commondir`` names it; else the directory itself). The common directory."""
+    if not os.path.isfile(os.path.join(git_dir, "HEAD")):
+        return None
+    named = _first_line(os.path.join(git_dir, "commondir"))
+    common = os.path.normpath(os.path.join(git_dir, named)) if named else git_dir
+    return common if all(os.path.isdir(os.path.join(common, d)) for d in ("objects", "refs")) \
+        else None
+
+
+def _first_line(path: str) -> str | None:
     try:
-        with open(os.path.join(path, "commondir"), encoding="utf-8", errors="surrogateescape") as f:
-            common = os.path.normpath(os.path.join(path, f.read(4096).strip()))
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read(4096).strip()
     except OSError:
-        pass
-    return all(os.path.isdir(os.path.join(common, d)) for d in ("objects", "refs"))
+        return None
 
 
 def targets(config: Config, project: str) -> list[Target]:

@@ -31,10 +31,9 @@ def read_list(sandbox: Path) -> list[tuple[str, bool]]:
     return [(line[2:], line[0] == "d") for line in text.split("\0") if line[1:2] == " "]
 
 
-def apply(root: Path, sandbox: Path, log: list[str]) -> frozenset[str]:
-    """Mount over every listed path below ``root``; the paths (for the level refreshes,
-    which must leave them alone). A path that cannot be hidden stops the holder."""
-    listed = read_list(sandbox)
+def apply(root: Path, sandbox: Path, listed: list[tuple[str, bool]], log: list[str]) -> None:
+    """Mount over every ``listed`` path (:func:`read_list`) below ``root``. A path that
+    cannot be hidden stops the holder."""
     empty = sandbox / EMPTY_FILE
     if any(not is_dir for _, is_dir in listed):
         empty.unlink(missing_ok=True)
@@ -48,7 +47,6 @@ def apply(root: Path, sandbox: Path, log: list[str]) -> frozenset[str]:
             raise RuntimeError(f"cannot hide {path}: {error}")
     if listed:
         log.append(f"hidden: {len(listed)} path(s) (see {HIDE_FILE})")
-    return frozenset(path for path, _ in listed)
 
 
 def _hide_dir(target: str) -> str | None:

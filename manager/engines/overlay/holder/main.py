@@ -175,9 +175,10 @@ def main(argv: list[str]) -> int:
         network = egress_proxy.HolderNetwork(str(sandbox))   # network: before the namespaces
         enter_namespaces(pid_namespace=True, net_namespace=network.isolated, sandbox=sandbox)
         network.inside(builder.log)
-        builder.hide(frozenset(path for path, _ in hide.read_list(sandbox)))
+        listed = hide.read_list(sandbox)
+        builder.hide(frozenset(path for path, _ in listed))   # left out of the tree ...
         builder.build(project)
-        hide.apply(builder.root, sandbox, builder.log)   # issue 24: masks on top, read-only
+        hide.apply(builder.root, sandbox, listed, builder.log)   # ... and masked, read-only
         sync = Sync(sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the launcher, which raises
         print(f"error: {exc}", flush=True)

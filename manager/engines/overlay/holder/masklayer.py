@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -45,7 +46,7 @@ def placeholder(real: str, copy: Path) -> str:
     is_dir = os.path.isdir(real) and not os.path.islink(real)
     if copy.is_dir() and not copy.is_symlink():
         if not is_dir:
-            _remove_tree(copy)
+            shutil.rmtree(copy)
     elif os.path.lexists(copy):
         copy.unlink()
     if is_dir:
@@ -125,11 +126,3 @@ class MaskLayers:
             os.chmod(directory, stat.S_IMODE(st.st_mode))
             os.chown(directory, st.st_uid, st.st_gid)
 
-
-def _remove_tree(path: Path) -> None:
-    for entry in list(path.iterdir()):
-        if entry.is_dir() and not entry.is_symlink():
-            _remove_tree(entry)
-        else:
-            entry.unlink()
-    path.rmdir()
