@@ -290,8 +290,9 @@ def test_a_run_root_in_tmp_is_reported_with_the_right_fix(
     assert ("XDG_RUNTIME_DIR=/run/user/$(id -u)" in proc.stderr) == rootless_podman()
     assert status(ws).get(str(home / ".profile")) == "added"
     doctor = ws("doctor", "--engine", "podman", "--json", timeout=300)
-    view = next(c for c in json.loads(doctor.stdout)["engines"]["podman"]
-                if c["name"] == "$HOME and /tmp overlaid")
+    found = json.loads(doctor.stdout)["engines"]["podman"]
+    view = next((c for c in found if c["name"] == "$HOME and /tmp overlaid"), None)
+    assert view is not None, found
     assert (view["ok"], view["warn"]) == (True, rootless_podman()), view
     if rootless_podman():
         assert f"/tmp is not overlaid (the image's): podman's run root {tmp_path}/run" \
