@@ -65,3 +65,23 @@ def test_no_call_writes_the_host_through_the_holders_descriptors(ids: str, tmp_p
             f"the host's root: {proc.stdout.strip()}")
     finally:
         accounts.clean(account)
+
+
+@pytest.mark.parametrize("ids", ["single-mapping", "subordinate-ids"])
+def test_doctor_measures_whether_calls_reach_the_hosts_proc(ids: str, tmp_path: Path) -> None:
+    """Until it is closed, doctor says so where it is so, measured by its trial call: a
+    warning for the single mapping (and root: tests/security/test_host_handles.py), none
+    with subordinate ids."""
+    account = accounts.make("ordinary", tmp_path)
+    try:
+        env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
+            if ids == "single-mapping" else {}
+        said = account.ws("doctor", "--engine", "overlay", env=env).stdout
+        line = next(line for line in said.splitlines() if " security: " in line)
+        if ids == "single-mapping":
+            assert line.startswith("  warn security: warning: a command inside reaches /proc "
+                                   "(the host's, below a call's own"), said
+        else:
+            assert line.startswith("  ok   security: writes anywhere are held"), said
+    finally:
+        accounts.clean(account)

@@ -13,6 +13,11 @@ WRITABLE = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname", "/proc
             "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/power/state",
             "/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/pids/cgroup.procs")
 HARMLESS_NODES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
+# A command that is root of its namespace unmounts its own /proc (in a mount namespace of its
+# own here): is the host's below it? There, /proc/self is not the pid the command has.
+HOST_PROC_REACHED = "/proc (the host's, below a call's own: host processes' descriptors)"
+HOST_PROC = ("umount -l /proc && read -r pid _ </proc/self/stat && [[ $pid != \"$BASHPID\" ]] "
+             f"&& echo \"{HOST_PROC_REACHED}\"").replace("'", "'\\''")
 SCRIPT = f"""
 for f in {' '.join(WRITABLE)}; do
     [[ -e $f ]] && (: >>"$f") 2>/dev/null && echo "$f"
@@ -21,6 +26,7 @@ for f in /dev/* /dev/*/*; do
     [[ -b $f || ( -c $f && ! -L $f ) ]] || continue
     case ${{f#/dev/}} in {'|'.join(HARMLESS_NODES)}|pts/*) ;; *) echo "$f";; esac
 done
+unshare --mount --propagation private /bin/bash -c '{HOST_PROC}' 2>/dev/null
 true
 """
 
