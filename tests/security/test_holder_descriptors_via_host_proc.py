@@ -14,6 +14,11 @@ ordinary user: ``~/.bashrc``, the hook's venv, ``~/.claude``), and every hidden 
 the same way. Reproduced as root and as wstest with newuidmap/newgidmap off PATH; with
 subordinate ids the call cannot unmount ``/proc`` and holds.
 
+Closed by the calls' views (holder/views.py): a call runs in a user namespace nested in the
+holder's, whose /proc is the session's pid namespace's alone (the holder is in no pid
+namespace a call can list), mounted before the copy, so the kernel locks it there with
+every other mount; the session's init, of the holder's namespace, is not dumpable.
+
 Rule broken: nothing an agent's commands do reaches the real system until the user commits
 (promise 1); hidden paths are never readable inside (promise 3).
 """
@@ -42,16 +47,7 @@ echo done
 """
 
 
-ROOT_CALLS = pytest.mark.xfail(strict=True, reason=(
-    "not defended yet (docs/security.md): a call that is root of the overlay engine's user "
-    "namespace unmounts its /proc, under which lies the host's, and reaches host processes' "
-    "descriptors; closing it needs the calls' /proc to be the session's pid namespace's alone "
-    "(or calls in a nested user namespace, where every mount is locked)"))
-
-
-@pytest.mark.parametrize("ids", [pytest.param("root", marks=ROOT_CALLS),
-                                 pytest.param("single-mapping", marks=ROOT_CALLS),
-                                 "subordinate-ids"])
+@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
 def test_no_call_writes_the_host_through_the_holders_descriptors(ids: str, tmp_path: Path) -> None:
     account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
     try:
@@ -69,19 +65,15 @@ def test_no_call_writes_the_host_through_the_holders_descriptors(ids: str, tmp_p
 
 @pytest.mark.parametrize("ids", ["single-mapping", "subordinate-ids"])
 def test_doctor_measures_whether_calls_reach_the_hosts_proc(ids: str, tmp_path: Path) -> None:
-    """Until it is closed, doctor says so where it is so, measured by its trial call: a
-    warning for the single mapping (and root: tests/security/test_host_handles.py), none
-    with subordinate ids."""
+    """Doctor measures it with its trial call (the call's /proc unmounted, is the host's
+    below?): nothing reached, for the single mapping as with subordinate ids (root:
+    tests/security/test_host_handles.py)."""
     account = accounts.make("ordinary", tmp_path)
     try:
         env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
             if ids == "single-mapping" else {}
         said = account.ws("doctor", "--engine", "overlay", env=env).stdout
         line = next(line for line in said.splitlines() if " security: " in line)
-        if ids == "single-mapping":
-            assert line.startswith("  warn security: warning: a command inside reaches /proc "
-                                   "(the host's, below a call's own"), said
-        else:
-            assert line.startswith("  ok   security: writes anywhere are held"), said
+        assert line.startswith("  ok   security: writes anywhere are held"), said
     finally:
         accounts.clean(account)

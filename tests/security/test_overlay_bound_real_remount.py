@@ -13,8 +13,10 @@ such as ``/``, ``/run``, ``/var``, a ``$HOME`` holding a FUSE mount):
   ``remount,bind,ro``; the hidden paths below it keep only their masks (no mask layer: the
   real directory is the mount), so the same call also unmounts a mask and reads the secret.
 
-The read-only flag is set inside the namespace, which the call's root owns, so the kernel
-does not lock it: ``mount -o remount,rw,bind PATH`` undoes it. Rule broken: nothing an
+The read-only flag was set inside the namespace, which the call's root owned, so the kernel
+did not lock it: ``mount -o remount,rw,bind PATH`` undid it. Closed by the calls' views
+(holder/views.py): a mount namespace copied into a user namespace nested in the holder's,
+where the kernel locks every mount with its flags. Rule broken: nothing an
 agent's commands do reaches the real system until the user commits (promise 1); hidden
 paths' content is never readable inside (promise 3, masklayer's "below the masks there is
 nothing either").
@@ -79,11 +81,6 @@ def _outer(lvl: Path) -> list[str]:
             'mount -t tmpfs ws-a11 "$0" && exec "$@"', str(lvl / "m")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not defended yet (docs/security.md): a call that is root of the overlay engine's user "
-    "namespace may remount a read-only bind of a real file (a large file of a snapshotted "
-    "directory, a directory overlayfs cannot take) read-write; closing it needs the binds "
-    "locked (calls in a nested user namespace) or none made"))
 @pytest.mark.parametrize("kind", ["self", "ordinary"])
 def test_a_root_call_cannot_write_through_a_real_bind(kind: str, tmp_path: Path) -> None:
     """Root of the namespace: root's own sessions, and an ordinary user's without

@@ -29,6 +29,7 @@ from manager.engines.overlay.holder.names import HANDED_BACK
 from manager.engines.overlay.holder.names import HOLDER_LOG
 from manager.engines.overlay.holder.names import HOLDER_PID
 from manager.engines.overlay.holder.names import HOLDER_PIDNS
+from manager.engines.overlay.holder.names import HOLDER_VIEW
 from manager.engines.overlay.holder.names import PREPARE_LOCK
 from manager.engines.overlay.holder.names import SCAFFOLD
 from manager.engines.overlay.holder.names import SKELETON
@@ -284,7 +285,7 @@ def _start_holder_once(sandbox: Path, project: str, idle_seconds: float, session
     # The holder made the session's pid namespace, which calls join (see enter.sh),
     # and pivoted into the sandbox's root: calls take root and namespaces from its init (the
     # holder itself steps into the host's mount namespace for a moment when it refreshes).
-    write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]}\n".encode())
+    write_atomic(sandbox / HOLDER_PIDNS, f"{proc.pid} {procs.children(proc.pid)[0]} views\n".encode())
     write_atomic(sandbox / HOLDER_PID, f"{proc.pid} {procs.start_time(proc.pid)}{as_uid}\n".encode())
     why = _entry_fails(sandbox, session_id)
     if why is None:
@@ -380,12 +381,18 @@ def entry_fix(why: str) -> str:
 
 
 def view_pid(sandbox: Path, pid: int) -> int:
-    """The process whose root and namespaces are the sandbox's: the session's init of a
-    holder that pivoted (while it is still the holder's child), else the holder."""
+    """The process whose root and namespaces are the calls': the current view of a holder
+    that makes views (holder/views.py), the session's init of one that pivoted (while it is
+    still the holder's child), else the holder."""
     try:
         fields = (sandbox / HOLDER_PIDNS).read_text().split()
-        if len(fields) == 2 and int(fields[0]) == pid and int(fields[1]) in procs.children(pid):
+        if len(fields) < 2 or int(fields[0]) != pid or int(fields[1]) not in procs.children(pid):
+            return pid
+        if fields[2:] != ["views"]:
             return int(fields[1])
+        view, start = (sandbox / HOLDER_VIEW).read_text().split()[:2]
+        if int(view) in procs.children(int(fields[1])) and str(procs.start_time(int(view))) == start:
+            return int(view)
     except (OSError, ValueError):
         pass
     return pid
@@ -438,17 +445,25 @@ def holder_pid(sandbox: Path) -> int | None:
 
 
 def namespace_members(holder: int) -> list[int]:
-    """Processes inside the holder's user namespace but the holder and its own children
-    (the session's init, passing mount helpers): the calls and what they left running."""
+    """Processes inside the holder's user namespace or the session's pid namespace (calls
+    run in views nested in the holder's: holder/views.py), but the holder, its own children
+    (the session's init, passing mount helpers) and theirs (the views; an orphan the init
+    ends at once): the calls and what they left running."""
     try:
         ns = os.readlink(f"/proc/{holder}/ns/user")
+        session = os.readlink(f"/proc/{holder}/ns/pid_for_children")
+        if session == os.readlink(f"/proc/{holder}/ns/pid"):
+            session = ""
     except OSError:
         return []
+    own = set(procs.children(holder))
+    own |= {view for child in own for view in procs.children(child)}
     members = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != holder:
+        if entry.isdigit() and int(entry) != holder and int(entry) not in own:
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry}/ns/user") == ns and procs.parent_of(int(entry)) != holder:
+                if os.readlink(f"/proc/{entry}/ns/user") == ns or \
+                        os.readlink(f"/proc/{entry}/ns/pid") == session:
                     members.append(int(entry))
     return members
 

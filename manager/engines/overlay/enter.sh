@@ -103,8 +103,15 @@ fi
 # pivoted into the sandbox's root (it steps into the host's mount namespace for a moment
 # when it refreshes, so never its own); a holder from before that: its own.
 view=$pid
-read -r ns_holder init 2>/dev/null <"$S/holder.pidns"
+read -r ns_holder init views 2>/dev/null <"$S/holder.pidns"
 [[ $ns_holder == "$pid" && -n $init ]] && view=$init
+# A holder that makes views (holder/views.py): the calls' namespaces are nested in its own,
+# made by the session's init as of the holder's last answer; never the init's own.
+nested=
+if [[ $view == "$init" && $views == views ]]; then
+    read -r view vstart 2>/dev/null <"$S/holder.view" || fallback "$gone"
+    nested=1
+fi
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
 { exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
@@ -136,10 +143,15 @@ if [[ ! /proc/$view/ns/net -ef /proc/self/ns/net ]]; then
             all_proxy=$s NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
     fi
 fi
-# Still the holder's child (so the init, not a process that got its pid): those are its.
+# Still the holder's child (so the init, not a process that got its pid), and the view the
+# init's, started when the holder said: those are theirs.
 if [[ $view != "$pid" ]]; then
     read -r -a kids 2>/dev/null <"/proc/$pid/task/$pid/children"
-    [[ " ${kids[*]} " == *" $view "* ]] || fallback "$gone"
+    [[ " ${kids[*]} " == *" $init "* ]] || fallback "$gone"
+fi
+if [[ -n $nested ]]; then
+    read -r -a st 2>/dev/null <"/proc/$view/stat" || fallback "$gone"
+    [[ ${st[21]} == "$vstart" && ${st[3]} == "$init" ]] || fallback "$gone"
 fi
 # The holder's view of a directory made after it started can be stale (overlayfs
 # remembers a failed lookup; a directory with mounts below is a snapshot).
@@ -173,6 +185,18 @@ if [[ $ns_holder == "$pid" ]]; then
     # lets no proc be mounted inside but a read-only one.
     ((EUID == 0)) && proc=() ro_proc=1
 fi
+# In a view, the holder's user namespace first (its root, which owns the session's pid,
+# network and IPC namespaces and may enter the view's mount namespace), then the view's:
+# nsenter enters every other namespace before the user one, then forks the call, born
+# nested. Its /proc is the view's: the session's pid namespace's, locked there. setpriv:
+# -S 0 changed this process's uid, which clears its parent-death signal (see the end).
+outer=()
+if [[ -n $nested ]]; then
+    { exec 89<"/proc/$pid/ns/user"; } 2>/dev/null || fallback "$gone"
+    outer=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/89 --
+        setpriv --pdeathsig KILL --)
+    proc=() ro_proc=
+fi
 
 # In the sandbox's user, mount and pid namespaces (VIEW's; root and cwd are the overlay's:
 # the holder pivoted into it, the host's root is not in that mount namespace), a mount
@@ -187,7 +211,7 @@ fi
 # a handle to write. The final directory (the EXIT trap's `pwd -P`) goes to fd 97, which
 # is then a pipe to this script (no host file), closed for the command itself (bash keeps
 # a close-on-exec copy for the trap).
-enter=(nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
+enter=("${outer[@]}" nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
     --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${cgroupns[@]}" "${pidns[@]}"
     --root=/proc/self/fd/94
     --wd=/proc/self/fd/94 -- unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged

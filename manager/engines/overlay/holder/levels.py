@@ -126,6 +126,14 @@ def move(point: str, to_dir: int, to_path: str) -> None:
            f"move {point}")
 
 
+def move_child(point: str, to_dir: int, to_path: str) -> None:
+    """``move`` of a mount from the old overlay onto its replacement; one whose path is gone
+    (a daemon's socket removed outside since it was bound) is not moved: it goes with the
+    old one, as the file went outside."""
+    with contextlib.suppress(FileNotFoundError):
+        move(point, to_dir, to_path)
+
+
 def detach(point: str) -> None:
     _check(_libc.umount2(os.fsencode(point), MNT_DETACH), f"detach {point}")
 
@@ -177,7 +185,7 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
             rel = os.path.relpath(point, level)
             first = rel.split("/")[0]
             if first not in names or (kinds[first] == "dir" and first not in redo):
-                move(point, new, rel)
+                move_child(point, new, rel)
         for name, kind in redo.items():
             _mount_entry(builder, level, name, kind, new)
         detach(level)   # the old one, on top
@@ -199,7 +207,7 @@ def refresh_entry(builder: Skeletons, point: str) -> None:
     try:
         attach(new, AT_FDCWD, point, MOVE_MOUNT_BENEATH)
         for child in children:
-            move(child, new, os.path.relpath(child, point))
+            move_child(child, new, os.path.relpath(child, point))
         detach(point)   # the old one, on top
     finally:
         os.close(new)

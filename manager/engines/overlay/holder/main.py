@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from . import egress_proxy
 from . import gone
 from . import hide
+from . import mountinfo
 from . import watch as watching
 from .build import Builder
 from .names import LAST_USED
@@ -206,6 +207,12 @@ def main(argv: list[str]) -> int:
         network.serve(session_fd)   # network: the forwarder to the proxy, the calls' state
     except (OSError, RuntimeError) as exc:
         print(f"error: network: {exc}", flush=True)
+        return 1
+    try:   # the calls' namespaces, nested in this one (holder/views.py)
+        sync.changes = mountinfo.Changes()
+        sync.renew_view(session_fd)
+    except (OSError, RuntimeError) as exc:
+        print(f"error: {exc}", flush=True)
         return 1
     print("ready", flush=True)
     sys.stdout.close()

@@ -6,6 +6,9 @@ nothing outside it; the engines import it from here.
 
 from __future__ import annotations
 
+import os
+import select
+
 
 def read(pid: int | str = "self") -> str:
     with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
@@ -47,3 +50,17 @@ def unescape(field: str) -> str:
     if "\\" not in field:
         return field
     return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+
+
+class Changes:
+    """Whether the sandbox's mount table changed since the last look: /proc/self/mountinfo
+    polls with POLLPRI after each change (opened in the pivoted namespace, it stays that
+    namespace's whatever namespace the holder steps into for a moment)."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+        self.poll = select.poll()
+        self.poll.register(self.fd, select.POLLPRI)
+
+    def since_last(self) -> bool:
+        return bool(self.poll.poll(0))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import session_init
 from .build import run_mount
 from .session_init import start_init
 
@@ -65,6 +66,8 @@ def enter_namespaces(pid_namespace: bool = False, net_namespace: bool = False,
 
     libc = ctypes.CDLL(None, use_errno=True)
     flags = 0
+    if pid_namespace:   # the views' maps are written through it (holder/views.py)
+        session_init.HOST_PROC = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     if pid_namespace and os.geteuid() == 0:   # roothard: /proc, /sys locked read-only inside
         from . import cgroups
         from . import kernel

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
-import time
+
+from . import views
 
 CLONE_NEWNS = 0x00020000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
 SESSION_INIT = 0   # the host pid of the session's pid namespace's init, once started
-INIT_JOIN = -1     # a word on it moves the init into the sandbox's mount namespace
+INIT_JOIN = -1     # the holder's words to the init: join the sandbox, make a view
+INIT_SAYS = -1     # the init's answers: joined, a view's host pid (0: none)
+HOST_PROC = -1     # /proc as it was before it was locked read-only (root): views' maps
+VIEW_PIDS: list[int] = []   # the views' host pids (holder/views.py), newest last
 
 
 def others_in_namespace() -> bool:
@@ -19,14 +25,20 @@ def others_in_namespace() -> bool:
 
 
 def namespace_members(first: bool = False) -> list[str]:
-    """Pids of the other processes in this user namespace (as /proc names them), but the
-    holder's own children: the session's init and the holder's passing mount helpers."""
+    """Pids of the other processes in this user namespace or the session's pid namespace
+    (calls run in views nested in it: holder/views.py), as /proc names them, but the
+    holder's own children (the session's init, passing mount helpers) and the views."""
     mine = os.readlink("/proc/self/ns/user")
+    session = os.readlink("/proc/self/ns/pid_for_children")
+    if session == os.readlink("/proc/self/ns/pid"):
+        session = ""   # no pid namespace of the session's (a hand-back)
+    skip = {os.getpid(), SESSION_INIT, *VIEW_PIDS}
     found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
+        if entry.isdigit() and int(entry) not in skip:
             try:
-                if os.readlink(f"/proc/{entry}/ns/user") == mine and \
+                if (os.readlink(f"/proc/{entry}/ns/user") == mine
+                        or os.readlink(f"/proc/{entry}/ns/pid") == session) and \
                         parent_of(int(entry)) != os.getpid():
                     found.append(entry)
                     if first:
@@ -53,80 +65,90 @@ def start_init() -> None:
     first child), it moves into the sandbox's mount namespace when the holder has pivoted
     (:func:`init_join`): a call sees it, and a command that is root in the namespace could
     otherwise take its root (/proc/1/root) or namespace (setns) as a way to the host's."""
-    import ctypes
-
-    global SESSION_INIT, INIT_JOIN
+    global SESSION_INIT, INIT_JOIN, INIT_SAYS
     holder = os.getpid()
     alive_read, _alive_write = os.pipe()   # the holder keeps the write end until it exits
     join_read, INIT_JOIN = os.pipe()
+    INIT_SAYS, says = os.pipe()
     pid = os.fork()
     if pid:
         os.close(alive_read)
         os.close(join_read)
+        os.close(says)
         SESSION_INIT = pid
         return
     try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # SIGKILL
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # SIGKILL
+        # Before any call exists: no call of the same uid may ptrace it or open its /proc
+        # entries (it is of the holder's user namespace, with its capabilities).
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        keep = sorted((alive_read, join_read))
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, 1 << 16)
+        keep = sorted((alive_read, join_read, says, HOST_PROC))
+        for low, high in zip([2, *keep], [*keep, 1 << 16], strict=True):
+            os.closerange(low + 1, high)
         os.chdir("/")
-        _join_sandbox(holder, join_read)
-        _end_orphans(alive_read)
+        _join_sandbox(libc, holder, join_read, says)
+        _serve(libc, alive_read, join_read, says)
     finally:
         os._exit(0)
 
 
-def _join_sandbox(holder: int, join_read: int) -> None:
+def _join_sandbox(libc: ctypes.CDLL, holder: int, join_read: int, says: int) -> None:
     """Wait for the holder's word, then enter its (pivoted) mount namespace; its root and
     working directory become the sandbox's. Nothing to join (the holder failed): exit."""
-    import ctypes
-
     if os.read(join_read, 1) != b"j":
         os._exit(0)
-    os.close(join_read)
     fd = os.open(f"/proc/{holder}/ns/mnt", os.O_RDONLY)
-    if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNS) != 0:
+    if libc.setns(fd, CLONE_NEWNS) != 0:
         os._exit(1)   # the holder sees its init gone and does not say ready
     os.close(fd)
     os.chdir("/")
+    os.write(says, b"joined\n")
 
 
 def init_join() -> None:
     """Move the session's init into the holder's mount namespace, and wait until it is there."""
     os.write(INIT_JOIN, b"j")
-    os.close(INIT_JOIN)
-    mine = os.readlink("/proc/self/ns/mnt")
-    deadline = time.monotonic() + 10
-    while _readlink(f"/proc/{SESSION_INIT}/ns/mnt") != mine:
-        if init_gone() or time.monotonic() > deadline:
-            raise RuntimeError("the session's init could not enter the sandbox's mount namespace")
-        time.sleep(0.001)
+    if views.read_line(INIT_SAYS, views.ANSWER_SECONDS * 2) != "joined":
+        raise RuntimeError("the session's init could not enter the sandbox's mount namespace")
 
 
-def _readlink(path: str) -> str:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return ""
+def new_view() -> int:
+    """Ask the init for a new view of the sandbox as it is now (holder/views.py): its host
+    pid. RuntimeError when it could not make one."""
+    os.write(INIT_JOIN, b"v")
+    answer = views.read_line(INIT_SAYS, views.ANSWER_SECONDS * 2)
+    if not answer.isdigit():
+        raise RuntimeError(answer or "the session's init did not answer for the calls' view")
+    VIEW_PIDS.append(int(answer))
+    del VIEW_PIDS[:-views.KEEP - 1]
+    return int(answer)
 
 
-def _end_orphans(holder_alive: int) -> None:
-    """This init starts nothing, so each child it has is an orphan of a call: end it (its
-    own children follow on the next rounds), reap the dead, until the holder is gone."""
+def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: int) -> None:
+    """Make the views the holder asks for. This init starts nothing else, so each other child
+    it has is an orphan of a call: end it (its own children follow on the next rounds), reap
+    the dead, until the holder is gone."""
+    kept = views.Kept()
     while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        for host_pid in _children():
+        for host_pid in set(_children()) - kept.host_pids():
             with contextlib.suppress(OSError):
                 os.kill(_pid_inside(host_pid), 9)
-        if select.select([holder_alive], [], [], ORPHAN_POLL)[0]:
+        ready = select.select([holder_alive, requests], [], [], ORPHAN_POLL)[0]
+        if holder_alive in ready or (requests in ready and os.read(requests, 1) != b"v"):
             return
+        if requests in ready:
+            view = views.make(libc, HOST_PROC)
+            if isinstance(view, tuple):
+                kept.add(view)
+            answer = str(view[1]) if isinstance(view, tuple) else view.replace("\n", " ")
+            os.write(says, f"{answer}\n".encode())
 
 
 def _children() -> list[int]:

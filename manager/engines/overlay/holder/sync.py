@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import levels
+from . import mountinfo
+from . import views
 from .build import Builder
 from .build import listening_sockets
 from .names import HOLDER_PID
@@ -23,6 +25,7 @@ from .names import SYNC_DONE
 from .names import SYNC_REQUEST
 from .names import SYNC_SLEEP
 from .session_init import namespace_members
+from .session_init import new_view
 
 if TYPE_CHECKING:
     from .project import ProjectView
@@ -53,6 +56,7 @@ class Sync:
         self.sockets: set[str] = set()   # made by daemons outside since the last answer
         self.stale = False   # a socket could not be shown: a fresh holder once calls end
         self.view: ProjectView | None = None   # the project's mount, refreshed when it changed
+        self.changes: mountinfo.Changes | None = None   # the mount table's: a new view for calls
 
     def nonces(self) -> list[str]:
         data = b""
@@ -80,11 +84,21 @@ class Sync:
             why = self.refresh_project(builder, session_fd)
         if not why and self.sockets:
             why = self.bind_sockets(builder, session_fd)
+        if why != RETIRED and self.changes is not None and self.changes.since_last():
+            try:
+                self.renew_view(session_fd)
+            except (OSError, RuntimeError) as exc:
+                retire(session_fd, str(exc))
+                why = RETIRED
         if not self.pending and not self.project_stale():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(SYNC_DIRTY, dir_fd=session_fd)
         self.answer(session_fd, nonces, why)
         return why == RETIRED
+
+    def renew_view(self, session_fd: int) -> None:
+        """The calls' view of the sandbox's mounts as they are now (holder/views.py)."""
+        views.publish(session_fd, new_view())
 
     def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
         # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
