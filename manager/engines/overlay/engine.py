@@ -400,17 +400,44 @@ def view_pid(sandbox: Path, pid: int) -> int:
 
 def resolve_inside(pid: int, cwd: str) -> str | None:
     """``cwd`` resolved in the view of ``pid`` (:func:`view_pid`: symlinks as the sandbox
-    sees them), or None."""
-    argv = ["nsenter", "--preserve-credentials", f"--user=/proc/{pid}/ns/user",
-            f"--mount=/proc/{pid}/ns/mnt", f"--root=/proc/{pid}/root", f"--wd=/proc/{pid}/root",
-            "--", "/bin/sh", "-c", 'cd -- "$1" 2>/dev/null && pwd -P', "sh", cwd]
+    sees them), or None. Resolved by a fork of this process in the view's user and mount
+    namespaces and root: no program of the sandbox's runs (a `/bin/sh` the agent wrote there
+    would run in the host's pid namespace, where the user's own processes are in reach)."""
+    import ctypes
+
+    clone_newns, clone_newuser = 0x00020000, 0x10000000
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=READY_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
+        handles = [os.open(f"/proc/{pid}/ns/user", os.O_RDONLY),
+                   os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY),
+                   os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)]
+    except OSError:
         return None
-    inside = proc.stdout.strip()
-    return inside if proc.returncode == 0 and inside.startswith("/") else None
+    libc = ctypes.CDLL(None, use_errno=True)
+    answer, answer_write = os.pipe()
+    child = os.fork()
+    if child == 0:   # one thread here: setns into a user namespace takes no more
+        try:
+            os.close(answer)
+            user, mnt, root = handles
+            if libc.setns(user, clone_newuser) == 0 and libc.setns(mnt, clone_newns) == 0:
+                os.fchdir(root)
+                os.chroot(".")
+                os.chdir(cwd)
+                os.write(answer_write, os.fsencode(os.getcwd()))
+        finally:
+            os._exit(0)
+    import select
+
+    os.close(answer_write)
+    for fd in handles:
+        os.close(fd)
+    with os.fdopen(answer, "rb") as f:
+        inside = os.fsdecode(f.read()) if select.select([f], [], [], READY_TIMEOUT)[0] else ""
+    if not inside:
+        _kill(child)
+    with contextlib.suppress(ChildProcessError):   # reaped already (SIGCHLD ignored)
+        os.waitpid(child, 0)
+    return inside if inside.startswith("/") else None
 
 
 def remove_tree(path: Path) -> None:
