@@ -9,8 +9,9 @@ the engine run by root, or the single mapping) a bind mount a call puts over it 
 view's mount namespace, which every later call and the CLI enter. The CLI's nsenter joins
 neither the session's pid namespace nor its network namespace, so the call's program runs
 on the host's network (``network: off`` bypassed: a listener on the host's loopback hears
-it) and in the host's pid namespace, where what it starts is no member of the session: it
-outlives the holder and ``workspace discard``.
+it) and in the host's pid namespace, where it signals the account's host processes by pid
+(root: every root process) and what it starts is no member of the session: it outlives the
+holder and ``workspace discard``.
 
 Reproduction (root; the single mapping alike):
   call 1: cp /bin/dash /tmp/real; write /tmp/evil; for each process of the call's user
@@ -24,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -42,6 +44,7 @@ cat > /tmp/evil <<EOF
 #!/bin/bash
 { echo escaped > /dev/tcp/127.0.0.1/$1; } 2>/dev/null
 setsid /bin/sleep $2 </dev/null >/dev/null 2>&1 &
+kill -9 $3 2>/dev/null
 exec /tmp/real-sh "\$@"
 EOF
 chmod 755 /tmp/evil /tmp/real-sh
@@ -84,13 +87,17 @@ def test_resolving_the_cwd_never_runs_a_program_of_the_sandbox_outside_it(
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
     marker = str(900000 + port)   # sleep's argument: our leftover's name
+    # A host process of the account's own, outside every sandbox: the call names its pid.
+    sentinel = subprocess.Popen(["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}",
+                                 "--clear-groups", "/bin/sleep", "600"])
     try:
         config = account.base / "config" / "workspace"
         config.mkdir(parents=True, exist_ok=True)
         (config / "config.yaml").write_text("network: off\n")
         (account.project / "sub").mkdir()
         account.chown(config, config / "config.yaml", account.project / "sub")
-        planted = account.ws("run", "--", "bash", "-c", PLANT, "plant", str(port), marker, env=env)
+        planted = account.ws("run", "--", "bash", "-c", PLANT, "plant", str(port), marker,
+                             str(sentinel.pid), env=env)
         assert "planted" in planted.stdout, planted
         account.ws("run", "--cwd", str(account.project / "sub"), "--", "true", env=env, timeout=30)
         heard = []
@@ -103,13 +110,17 @@ def test_resolving_the_cwd_never_runs_a_program_of_the_sandbox_outside_it(
         account.ws("discard", "--yes", env=env, timeout=60)
         stop_holders(account.base)   # the session is over: nothing of it may be left
         time.sleep(0.5)
+        killed = sentinel.poll()
         left = _sleepers(marker)
         host_pidns = os.readlink("/proc/self/ns/pid")
         on_host = [p for p in left if os.readlink(f"/proc/{p}/ns/pid") == host_pidns]
-        assert (heard, on_host) == ([], []), (
+        assert (heard, on_host, killed) == ([], [], None), (
             f"a program of the sandbox ran outside it: heard on the host's loopback with network "
-            f"off: {heard}; left in the host's pid namespace after discard: {on_host}")
+            f"off: {heard}; left in the host's pid namespace after discard: {on_host}; "
+            f"a host process of the account's ended: {killed}")
     finally:
+        sentinel.kill()
+        sentinel.wait()
         listener.close()
         for pid in _sleepers(marker):   # ours alone: the marker is this test's port
             try:
