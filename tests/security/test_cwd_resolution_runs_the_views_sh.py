@@ -22,6 +22,7 @@ Reproduction (root; the single mapping alike):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -123,8 +124,6 @@ def test_resolving_the_cwd_never_runs_a_program_of_the_sandbox_outside_it(
         sentinel.wait()
         listener.close()
         for pid in _sleepers(marker):   # ours alone: the marker is this test's port
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         accounts.clean(account)

@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 PLANT = r"""
 mkdir -p ~/.local/bin
 for tool in unshare setpriv; do
-    printf '#!/bin/bash\n{ echo "%s $(id -u) $(grep CapEff /proc/self/status)"; } >>~/planted-ran\nexec /usr/bin/%s "$@"\n' \
-        "$tool" "$tool" >~/.local/bin/$tool
+    printf '#!/bin/bash\n{ echo "%s $(id -u) $(grep CapEff /proc/self/status)"; } >>~/ran\n' \
+        "$tool" >~/.local/bin/$tool
+    printf 'exec /usr/bin/%s "$@"\n' "$tool" >>~/.local/bin/$tool
     chmod 755 ~/.local/bin/$tool
 done
 echo planted
@@ -39,10 +40,11 @@ echo planted
 def test_a_later_calls_entry_never_runs_a_program_a_call_planted(tmp_path: Path) -> None:
     account = accounts.make("ordinary", tmp_path)
     try:
-        path = f"{account.base / 'home' / '.local' / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        path = f"{account.base / 'home' / '.local' / 'bin'}:{system}"
         planted = account.ws("run", "--", "bash", "-c", PLANT, env={"PATH": path})
         assert "planted" in planted.stdout, planted
-        later = account.ws("run", "--", "bash", "-c", "cat ~/planted-ran 2>/dev/null; true",
+        later = account.ws("run", "--", "bash", "-c", "cat ~/ran 2>/dev/null; true",
                            env={"PATH": path})
         ran = later.stdout.splitlines()
         assert ran == [], f"the entry ran programs a call planted in the sandbox: {ran}"
