@@ -166,7 +166,8 @@ class OverlayEngine:
             if pid is None:
                 self.prepare(session)
                 pid = holder_pid(session.sandbox)
-            inside = resolve_inside(view_pid(session.sandbox, pid), cwd) if pid is not None else None
+            view = view_pid(session.sandbox, pid) if pid is not None else None
+            inside = resolve_inside(view, cwd) if view is not None else None
             if inside is not None:
                 return inside
             if replaced or pid is None or not os.path.isdir(cwd):
@@ -380,22 +381,25 @@ def entry_fix(why: str) -> str:
     return "run `workspace doctor`; or use engine podman or docker"
 
 
-def view_pid(sandbox: Path, pid: int) -> int:
+def view_pid(sandbox: Path, pid: int) -> int | None:
     """The process whose root and namespaces are the calls': the current view of a holder
-    that makes views (holder/views.py), the session's init of one that pivoted (while it is
-    still the holder's child), else the holder."""
+    that makes views (holder/views.py; None when it is gone: never the holder's own
+    namespaces instead), the session's init of one that pivoted (while it is still the
+    holder's child), else the holder."""
     try:
         fields = (sandbox / HOLDER_PIDNS).read_text().split()
-        if len(fields) < 2 or int(fields[0]) != pid or int(fields[1]) not in procs.children(pid):
+        if len(fields) < 2 or int(fields[0]) != pid:
             return pid
+        init = int(fields[1])
         if fields[2:] != ["views"]:
-            return int(fields[1])
+            return init if init in procs.children(pid) else pid
         view, start = (sandbox / HOLDER_VIEW).read_text().split()[:2]
-        if int(view) in procs.children(int(fields[1])) and str(procs.start_time(int(view))) == start:
+        if init in procs.children(pid) and int(view) in procs.children(init) and \
+                str(procs.start_time(int(view))) == start:
             return int(view)
     except (OSError, ValueError):
         pass
-    return pid
+    return None
 
 
 def resolve_inside(pid: int, cwd: str) -> str | None:

@@ -107,9 +107,14 @@ read -r ns_holder init views 2>/dev/null <"$S/holder.pidns"
 [[ $ns_holder == "$pid" && -n $init ]] && view=$init
 # A holder that makes views (holder/views.py): the calls' namespaces are nested in its own,
 # made by the session's init as of the holder's last answer; never the init's own.
+# A view a call ended (same uid) is replaced by the holder when a call syncs.
+view_alive() {
+    read -r view vstart 2>/dev/null <"$S/holder.view" &&
+        read -r -a st 2>/dev/null <"/proc/$view/stat" && [[ ${st[21]} == "$vstart" && ${st[2]} != Z ]]
+}
 nested=
 if [[ $view == "$init" && $views == views ]]; then
-    read -r view vstart 2>/dev/null <"$S/holder.view" || fallback "$gone"
+    view_alive || { sync && view_alive; } || fallback "$gone"
     nested=1
 fi
 # Hold the namespaces and the root open, so a holder dying from here on cannot
@@ -177,10 +182,20 @@ fi
 # nsenter forks the call into it and waits: the call's shell gets SIGKILL when nsenter
 # dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
 # the session's init, which ends it (an orphan of nsenter itself would go to the host's).
+# The programs run after --root are the sandbox's files: named by absolute path in a system
+# directory, never looked up on the caller's PATH there (a call may write ~/.local/bin, and
+# unshare runs as the namespace's root before it drops to the user's uid).
+inside_unshare= inside_setpriv=
+for d in /usr/bin /bin /usr/sbin /sbin; do
+    [[ -z $inside_unshare && -x $d/unshare ]] && inside_unshare=$d/unshare
+    [[ -z $inside_setpriv && -x $d/setpriv ]] && inside_setpriv=$d/setpriv
+done
+[[ -n $inside_unshare && -n $inside_setpriv ]] ||
+    not_entered "cannot find unshare and setpriv (util-linux) in /usr/bin or /bin; the sandbox cannot be entered"
 pidns=() per_call=(--pid --fork --kill-child) with_parent=() proc=(--mount-proc) ro_proc=
 if [[ $ns_holder == "$pid" ]]; then
     { exec 98<"/proc/$pid/ns/pid_for_children"; } 2>/dev/null || fallback "$gone"
-    pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=(setpriv --pdeathsig KILL --)
+    pidns=(--pid=/proc/self/fd/98) per_call=() with_parent=("$inside_setpriv" --pdeathsig KILL --)
     # Run as root, the holder's /proc is locked read-only (holder/kernel.py): the kernel
     # lets no proc be mounted inside but a read-only one.
     ((EUID == 0)) && proc=() ro_proc=1
@@ -214,7 +229,7 @@ fi
 enter=("${outer[@]}" nsenter --preserve-credentials ${as_uid:+-S 0} --user=/proc/self/fd/95
     --mount=/proc/self/fd/96 --ipc=/proc/self/fd/91 "${netns[@]}" "${cgroupns[@]}" "${pidns[@]}"
     --root=/proc/self/fd/94
-    --wd=/proc/self/fd/94 -- unshare "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
+    --wd=/proc/self/fd/94 -- "$inside_unshare" "${per_call[@]}" --mount "${proc[@]}" --propagation unchanged
     ${as_uid:+--setuid "$as_uid"} -- "${with_parent[@]}"
     /bin/bash -c '
 if [[ -n $3 ]] && ! mount -t proc -o ro,nosuid,nodev,noexec proc /proc; then

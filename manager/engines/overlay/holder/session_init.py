@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import select
+import signal
 
 from . import views
 
@@ -83,6 +84,11 @@ def start_init() -> None:
         # Before any call exists: no call of the same uid may ptrace it or open its /proc
         # entries (it is of the holder's user namespace, with its capabilities).
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        # The kernel passes a signal from inside its pid namespace to its init only where a
+        # handler is set (Python's for SIGINT, the holder's): none, so no call can end it.
+        for signum in signal.valid_signals():
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)

@@ -162,14 +162,29 @@ class Kept:
 
 # -- in the holder -----------------------------------------------------------------------
 
-def publish(session_fd: int, host_pid: int) -> None:
-    """The current view, for enter.sh and the engine: its pid and start time (a pid reused
-    by another process does not match), replaced atomically."""
+def _state_and_start(host_pid: int) -> tuple[str, str]:
     with open(f"/proc/{host_pid}/stat", "rb") as f:
-        start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return fields[0].decode(), fields[19].decode()
+
+
+def alive(host_pid: int, start: str) -> bool:
+    """Whether the view is still there (a call of the same uid may end one)."""
+    try:
+        state, started = _state_and_start(host_pid)
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and started == start
+
+
+def publish(session_fd: int, host_pid: int) -> str:
+    """The current view, for enter.sh and the engine: its pid and start time (a pid reused
+    by another process does not match), replaced atomically. Returns the start time."""
+    start = _state_and_start(host_pid)[1]
     temp = f".{HOLDER_VIEW}.{os.getpid()}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                  dir_fd=session_fd)
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(f"{host_pid} {start}\n")
     os.replace(temp, HOLDER_VIEW, src_dir_fd=session_fd, dst_dir_fd=session_fd)
+    return start
