@@ -166,7 +166,7 @@ class OverlayEngine:
             if pid is None:
                 self.prepare(session)
                 pid = holder_pid(session.sandbox)
-            view = view_pid(session.sandbox, pid) if pid is not None else None
+            view = view_paths(session.sandbox, pid) if pid is not None else None
             inside = resolve_inside(view, cwd) if view is not None else None
             if inside is not None:
                 return inside
@@ -381,39 +381,48 @@ def entry_fix(why: str) -> str:
     return "run `workspace doctor`; or use engine podman or docker"
 
 
-def view_pid(sandbox: Path, pid: int) -> int | None:
-    """The process whose root and namespaces are the calls': the current view of a holder
-    that makes views (holder/views.py; None when it is gone: never the holder's own
-    namespaces instead), the session's init of one that pivoted (while it is still the
-    holder's child), else the holder."""
+def view_paths(sandbox: Path, pid: int) -> tuple[str, str, str] | None:
+    """The user namespace, mount namespace and root of the calls' view: the current view a
+    holder holds as descriptors (holder/views.py; None when it names none: never the
+    holder's own namespaces instead), the session's init's of one that pivoted (while it is
+    still the holder's child), else the holder's."""
+    def of(process: int) -> tuple[str, str, str]:
+        return f"/proc/{process}/ns/user", f"/proc/{process}/ns/mnt", f"/proc/{process}/root"
+
     try:
         fields = (sandbox / HOLDER_PIDNS).read_text().split()
         if len(fields) < 2 or int(fields[0]) != pid:
-            return pid
+            return of(pid)
         init = int(fields[1])
         if fields[2:] != ["views"]:
-            return init if init in procs.children(pid) else pid
-        view, start = (sandbox / HOLDER_VIEW).read_text().split()[:2]
-        if init in procs.children(pid) and int(view) in procs.children(init) and \
-                str(procs.start_time(int(view))) == start:
-            return int(view)
+            return of(init if init in procs.children(pid) else pid)
+        fields = (sandbox / HOLDER_VIEW).read_text().split()
+        root, user, mnt = fields[1:4]
+        if init not in procs.children(pid):
+            return None
+        if len(fields) >= 6:   # a view that stays: still the init's, started when it was named
+            view = int(fields[4])
+            if view not in procs.children(init) or str(procs.start_time(view)) != fields[5]:
+                return None
+        if all(p.startswith(f"/proc/{int(fields[4]) if len(fields) >= 6 else pid}/")
+               for p in (root, user, mnt)):
+            return user, mnt, root
     except (OSError, ValueError):
         pass
     return None
 
 
-def resolve_inside(pid: int, cwd: str) -> str | None:
-    """``cwd`` resolved in the view of ``pid`` (:func:`view_pid`: symlinks as the sandbox
-    sees them), or None. Resolved by a fork of this process in the view's user and mount
+def resolve_inside(view: tuple[str, str, str], cwd: str) -> str | None:
+    """``cwd`` resolved in ``view`` (:func:`view_paths`: symlinks as the sandbox sees
+    them), or None. Resolved by a fork of this process in the view's user and mount
     namespaces and root: no program of the sandbox's runs (a `/bin/sh` the agent wrote there
     would run in the host's pid namespace, where the user's own processes are in reach)."""
     import ctypes
 
     clone_newns, clone_newuser = 0x00020000, 0x10000000
     try:
-        handles = [os.open(f"/proc/{pid}/ns/user", os.O_RDONLY),
-                   os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY),
-                   os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)]
+        handles = [os.open(view[0], os.O_RDONLY), os.open(view[1], os.O_RDONLY),
+                   os.open(view[2], os.O_RDONLY | os.O_DIRECTORY)]
     except OSError:
         return None
     libc = ctypes.CDLL(None, use_errno=True)
@@ -478,8 +487,9 @@ def holder_pid(sandbox: Path) -> int | None:
 def namespace_members(holder: int) -> list[int]:
     """Processes inside the holder's user namespace or the session's pid namespace (calls
     run in views nested in the holder's: holder/views.py), but the holder, its own children
-    (the session's init, passing mount helpers) and theirs (the views; an orphan the init
-    ends at once): the calls and what they left running."""
+    (the session's init, passing mount helpers) and theirs (views that stay, where no call
+    can reach them; an orphan the init ends at once): the calls and what they left
+    running."""
     try:
         ns = os.readlink(f"/proc/{holder}/ns/user")
         session = os.readlink(f"/proc/{holder}/ns/pid_for_children")
@@ -488,7 +498,7 @@ def namespace_members(holder: int) -> list[int]:
     except OSError:
         return []
     own = set(procs.children(holder))
-    own |= {view for child in own for view in procs.children(child)}
+    own |= {view for child in own for view in procs.children(child)}   # views that stay
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != holder and int(entry) not in own:

@@ -105,21 +105,26 @@ fi
 view=$pid
 read -r ns_holder init views 2>/dev/null <"$S/holder.pidns"
 [[ $ns_holder == "$pid" && -n $init ]] && view=$init
-# A holder that makes views (holder/views.py): the calls' namespaces are nested in its own,
-# made by the session's init as of the holder's last answer; never the init's own.
-# A view a call ended (same uid) is replaced by the holder when a call syncs.
-view_alive() {
-    read -r view vstart 2>/dev/null <"$S/holder.view" &&
-        read -r -a st 2>/dev/null <"/proc/$view/stat" && [[ ${st[21]} == "$vstart" && ${st[2]} != Z ]]
-}
-nested=
+# A holder that makes views (holder/views.py): the calls' root, user and mount namespaces
+# are a view nested in its own, named in holder.view as of its last answer: descriptors
+# the holder holds (fixed slots, each only ever a view's of its kind), or, where calls are
+# not root there, the view itself (still the init's, started when named). The other
+# namespaces are the holder's (the init's and the view's are the same).
+nested= root=/proc/$view/root user=/proc/$view/ns/user mnt=/proc/$view/ns/mnt vpid= vstart=
 if [[ $view == "$init" && $views == views ]]; then
-    view_alive || { sync && view_alive; } || fallback "$gone"
-    nested=1
+    read -r _ root user mnt vpid vstart 2>/dev/null <"$S/holder.view" || fallback "$gone"
+    if [[ -n $vpid ]]; then
+        [[ $vpid$vstart == +([0-9]) && $root == "/proc/$vpid/root" && $user == "/proc/$vpid/ns/user" &&
+            $mnt == "/proc/$vpid/ns/mnt" ]] || fallback "$gone"
+    else
+        [[ $root == /proc/$pid/fd/+([0-9]) && $user == /proc/$pid/fd/+([0-9]) &&
+            $mnt == /proc/$pid/fd/+([0-9]) ]] || fallback "$gone"
+    fi
+    nested=1 view=$pid
 fi
 # Hold the namespaces and the root open, so a holder dying from here on cannot
 # make the call fail half-way.
-{ exec 94<"/proc/$view/root" 95<"/proc/$view/ns/user" 96<"/proc/$view/ns/mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
+{ exec 94<"$root" 95<"$user" 96<"$mnt" 91<"/proc/$view/ns/ipc"; } 2>/dev/null ||
     fallback "$gone"
 # Run as root: the session's own cgroups, and its cgroup namespace rooted there
 # (holder/cgroups.py): the call joins both, so a cgroup file system it mounts, even from a
@@ -148,14 +153,14 @@ if [[ ! /proc/$view/ns/net -ef /proc/self/ns/net ]]; then
             all_proxy=$s NO_PROXY=localhost,127.0.0.1,::1 no_proxy=localhost,127.0.0.1,::1
     fi
 fi
-# Still the holder's child (so the init, not a process that got its pid), and the view the
-# init's, started when the holder said: those are theirs.
-if [[ $view != "$pid" ]]; then
+# Still the holder's child (so the init, not a process that got its pid), and a view that
+# stays the init's: those are theirs.
+if [[ $init != "" && ( $view == "$init" || -n $nested ) ]]; then
     read -r -a kids 2>/dev/null <"/proc/$pid/task/$pid/children"
     [[ " ${kids[*]} " == *" $init "* ]] || fallback "$gone"
 fi
-if [[ -n $nested ]]; then
-    read -r -a st 2>/dev/null <"/proc/$view/stat" || fallback "$gone"
+if [[ -n $vpid ]]; then
+    read -r -a st 2>/dev/null <"/proc/$vpid/stat" || fallback "$gone"
     [[ ${st[21]} == "$vstart" && ${st[3]} == "$init" ]] || fallback "$gone"
 fi
 # The holder's view of a directory made after it started can be stale (overlayfs

@@ -7,6 +7,7 @@ import ctypes
 import os
 import select
 import signal
+import socket
 
 from . import views
 
@@ -16,9 +17,9 @@ PR_SET_DUMPABLE = 4
 ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
 SESSION_INIT = 0   # the host pid of the session's pid namespace's init, once started
 INIT_JOIN = -1     # the holder's words to the init: join the sandbox, make a view
-INIT_SAYS = -1     # the init's answers: joined, a view's host pid (0: none)
+INIT_SAYS: socket.socket | None = None   # the init's answers, with a view's descriptors
 HOST_PROC = -1     # /proc as it was before it was locked read-only (root): views' maps
-VIEW_PIDS: list[int] = []   # the views' host pids (holder/views.py), newest last
+VIEW_PIDS: list[int] = []   # host pids of the views that stay (holder/views.py), newest last
 
 
 def others_in_namespace() -> bool:
@@ -70,12 +71,12 @@ def start_init() -> None:
     holder = os.getpid()
     alive_read, _alive_write = os.pipe()   # the holder keeps the write end until it exits
     join_read, INIT_JOIN = os.pipe()
-    INIT_SAYS, says = os.pipe()
+    INIT_SAYS, says = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid:
         os.close(alive_read)
         os.close(join_read)
-        os.close(says)
+        says.close()
         SESSION_INIT = pid
         return
     try:
@@ -92,7 +93,8 @@ def start_init() -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        keep = sorted((alive_read, join_read, says, HOST_PROC))
+        INIT_SAYS.close()
+        keep = sorted((alive_read, join_read, says.fileno(), HOST_PROC))
         for low, high in zip([2, *keep], [*keep, 1 << 16], strict=True):
             os.closerange(low + 1, high)
         os.chdir("/")
@@ -102,7 +104,7 @@ def start_init() -> None:
         os._exit(0)
 
 
-def _join_sandbox(libc: ctypes.CDLL, holder: int, join_read: int, says: int) -> None:
+def _join_sandbox(libc: ctypes.CDLL, holder: int, join_read: int, says: socket.socket) -> None:
     """Wait for the holder's word, then enter its (pivoted) mount namespace; its root and
     working directory become the sandbox's. Nothing to join (the holder failed): exit."""
     if os.read(join_read, 1) != b"j":
@@ -112,57 +114,92 @@ def _join_sandbox(libc: ctypes.CDLL, holder: int, join_read: int, says: int) -> 
         os._exit(1)   # the holder sees its init gone and does not say ready
     os.close(fd)
     os.chdir("/")
-    os.write(says, b"joined\n")
+    says.sendall(b"joined\n")
 
 
 def init_join() -> None:
     """Move the session's init into the holder's mount namespace, and wait until it is there."""
     os.write(INIT_JOIN, b"j")
-    if views.read_line(INIT_SAYS, views.ANSWER_SECONDS * 2) != "joined":
+    if _answer()[0] != "joined":
         raise RuntimeError("the session's init could not enter the sandbox's mount namespace")
 
 
-def new_view() -> int:
-    """Ask the init for a new view of the sandbox as it is now (holder/views.py): its host
-    pid. RuntimeError when it could not make one."""
+def new_view() -> tuple[list[int], int]:
+    """Ask the init for a new view of the sandbox as it is now (holder/views.py): its
+    descriptors, and its host pid when it stays (else 0). RuntimeError when it could not
+    make one."""
     os.write(INIT_JOIN, b"v")
-    answer = views.read_line(INIT_SAYS, views.ANSWER_SECONDS * 2)
-    if not answer.isdigit():
-        raise RuntimeError(answer or "the session's init did not answer for the calls' view")
-    VIEW_PIDS.append(int(answer))
-    del VIEW_PIDS[:-views.KEEP - 1]
-    return int(answer)
+    said, handed = _answer()
+    word, _, pid = said.partition(" ")
+    if word != "view" or not pid.isdigit() or len(handed) != len(views.HANDED):
+        for fd in handed:
+            os.close(fd)
+        raise RuntimeError(said or "the session's init did not answer for the calls' view")
+    if int(pid):
+        VIEW_PIDS.append(int(pid))
+        del VIEW_PIDS[:-views.KEEP - 1]
+    return handed, int(pid)
 
 
-def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: int) -> None:
+def _answer() -> tuple[str, list[int]]:
+    assert INIT_SAYS is not None
+    if not select.select([INIT_SAYS], [], [], views.ANSWER_SECONDS * 2)[0]:
+        return "", []
+    data, fds, _, _ = socket.recv_fds(INIT_SAYS, 1024, len(views.HANDED))
+    return data.decode("ascii", errors="replace").strip(), list(fds)
+
+
+def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.socket) -> None:
     """Make the views the holder asks for. This init starts nothing else, so each other child
-    it has is an orphan of a call: end it (its own children follow on the next rounds), reap
-    the dead, until the holder is gone."""
+    it has is an orphan of a call: end it with all it started (:func:`_end_trees`), reap the
+    dead, until the holder is gone."""
     kept = views.Kept()
     while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        for host_pid in set(_children()) - kept.host_pids():
-            with contextlib.suppress(OSError):
-                os.kill(_pid_inside(host_pid), 9)
+        _end_trees([pid for pid in _children() if pid not in kept.host_pids()])
         ready = select.select([holder_alive, requests], [], [], ORPHAN_POLL)[0]
         if holder_alive in ready or (requests in ready and os.read(requests, 1) != b"v"):
             return
         if requests in ready:
             view = views.make(libc, HOST_PROC)
-            if isinstance(view, tuple):
-                kept.add(view)
-            answer = str(view[1]) if isinstance(view, tuple) else view.replace("\n", " ")
-            os.write(says, f"{answer}\n".encode())
+            if isinstance(view, str):
+                says.sendall(view.replace("\n", " ").encode() + b"\n")
+                continue
+            handed, pid, host_pid = view
+            if pid:
+                kept.add(pid, host_pid)
+            socket.send_fds(says, [f"view {host_pid}\n".encode()], handed)
+            for fd in handed:
+                os.close(fd)
 
 
-def _children() -> list[int]:
-    """This process's children, as host pids (its /proc is the host's)."""
+def _end_trees(orphans: list[int]) -> None:
+    """Stop each orphan and everything below it, looking again until the stopped trees hold
+    no one new (a fork pending when the stop came is finished or undone by then), then kill
+    them all: a chain that forks its successor before each exit cannot hop past."""
+    stopped: set[int] = set()
+    found = set(orphans)
+    while found - stopped:
+        for host_pid in found - stopped:
+            with contextlib.suppress(OSError):
+                os.kill(_pid_inside(host_pid), signal.SIGSTOP)
+            stopped.add(host_pid)
+        found = stopped | {child for pid in stopped for child in _children(pid)}
+    for host_pid in stopped:
+        with contextlib.suppress(OSError):
+            os.kill(_pid_inside(host_pid), signal.SIGKILL)
+
+
+def _children(pid: int | str = "self") -> list[int]:
+    """A process's children (this one's by default), as host pids (this init's /proc is the
+    holder's, the host's process list)."""
     found: list[int] = []
     with contextlib.suppress(OSError):
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children", encoding="ascii") as f:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), \
+                    open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
                 found += map(int, f.read().split())
     return found
 

@@ -57,7 +57,7 @@ class Sync:
         self.stale = False   # a socket could not be shown: a fresh holder once calls end
         self.view: ProjectView | None = None   # the project's mount, refreshed when it changed
         self.changes: mountinfo.Changes | None = None   # the mount table's: a new view for calls
-        self.current_view = (0, "")   # its host pid and start time
+        self.views = views.Slots()   # the views' descriptors, the current one published
 
     def nonces(self) -> list[str]:
         data = b""
@@ -85,8 +85,7 @@ class Sync:
             why = self.refresh_project(builder, session_fd)
         if not why and self.sockets:
             why = self.bind_sockets(builder, session_fd)
-        if why != RETIRED and self.changes is not None and \
-                (self.changes.since_last() or not views.alive(*self.current_view)):
+        if why != RETIRED and self.changes is not None and self.changes.since_last():
             try:
                 self.renew_view(session_fd)
             except (OSError, RuntimeError) as exc:
@@ -100,8 +99,7 @@ class Sync:
 
     def renew_view(self, session_fd: int) -> None:
         """The calls' view of the sandbox's mounts as they are now (holder/views.py)."""
-        pid = new_view()
-        self.current_view = (pid, views.publish(session_fd, pid))
+        self.views.keep(session_fd, *new_view())
 
     def bring_up_to_date(self, builder: Builder, session_fd: int) -> str:
         # "/" is the holder's own root, which cannot be swapped under it: a fresh holder.
