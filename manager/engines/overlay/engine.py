@@ -485,26 +485,28 @@ def holder_pid(sandbox: Path) -> int | None:
 
 
 def namespace_members(holder: int) -> list[int]:
-    """Processes inside the holder's user namespace or the session's pid namespace (calls
-    run in views nested in the holder's: holder/views.py), but the holder, its own children
+    """Processes inside the holder's user namespace or the session's pid namespace or one
+    below it (calls run in views nested in the holder's: holder/views.py; a call's own pid
+    namespaces: holder/pidns.py), but the holder, its own children
     (the session's init, passing mount helpers) and theirs (views that stay, where no call
     can reach them; an orphan the init ends at once): the calls and what they left
     running."""
+    from manager.engines.overlay.holder import pidns
+
     try:
         ns = os.readlink(f"/proc/{holder}/ns/user")
-        session = os.readlink(f"/proc/{holder}/ns/pid_for_children")
-        if session == os.readlink(f"/proc/{holder}/ns/pid"):
-            session = ""
     except OSError:
         return []
+    session = pidns.inode(f"/proc/{holder}/ns/pid_for_children")
+    if session == pidns.inode(f"/proc/{holder}/ns/pid"):
+        session = -1   # no pid namespace of the session's
     own = set(procs.children(holder))
     own |= {view for child in own for view in procs.children(child)}   # views that stay
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != holder and int(entry) not in own:
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry}/ns/user") == ns or \
-                        os.readlink(f"/proc/{entry}/ns/pid") == session:
+                if os.readlink(f"/proc/{entry}/ns/user") == ns or pidns.below(entry, session):
                     members.append(int(entry))
     return members
 

@@ -9,6 +9,7 @@ import select
 import signal
 import socket
 
+from . import pidns
 from . import views
 
 CLONE_NEWNS = 0x00020000
@@ -27,20 +28,21 @@ def others_in_namespace() -> bool:
 
 
 def namespace_members(first: bool = False) -> list[str]:
-    """Pids of the other processes in this user namespace or the session's pid namespace
-    (calls run in views nested in it: holder/views.py), as /proc names them, but the
-    holder's own children (the session's init, passing mount helpers) and the views."""
+    """Pids of the other processes in this user namespace or the session's pid namespace or
+    one below it (calls run in views nested in it: holder/views.py; holder/pidns.py), as
+    /proc names them, but the holder's own children (the session's init, passing mount
+    helpers) and the views."""
     mine = os.readlink("/proc/self/ns/user")
-    session = os.readlink("/proc/self/ns/pid_for_children")
-    if session == os.readlink("/proc/self/ns/pid"):
-        session = ""   # no pid namespace of the session's (a hand-back)
+    session = pidns.inode("/proc/self/ns/pid_for_children")
+    if session == pidns.inode("/proc/self/ns/pid"):
+        session = -1   # no pid namespace of the session's (a hand-back)
     skip = {os.getpid(), SESSION_INIT, *VIEW_PIDS}
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) not in skip:
             try:
                 if (os.readlink(f"/proc/{entry}/ns/user") == mine
-                        or os.readlink(f"/proc/{entry}/ns/pid") == session) and \
+                        or pidns.below(entry, session)) and \
                         parent_of(int(entry)) != os.getpid():
                     found.append(entry)
                     if first:
