@@ -39,6 +39,8 @@ import time
 import pytest
 
 from tests.engines import accounts
+from tests.security.test_orphan_hops_past_the_init import left_by
+from tests.security.test_orphan_hops_past_the_init import nothing_of_a_finished_call_runs
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
@@ -132,23 +134,14 @@ EOF
     "ends its children (a call server), or no ptrace of it"))
 @pytest.mark.parametrize("kind", accounts.KINDS)
 def test_no_process_of_a_finished_call_escapes_the_inits_reach(kind: str, tmp_path) -> None:
-    account = accounts.make(kind, tmp_path)
-    try:
-        call = account.ws("run", "--", "bash", "-c", CALL, timeout=60)
-        assert "forked past" in call.stdout, call
-        time.sleep(6)   # thirty rounds of the init's
-        running = json.loads(account.ws("status", "--json", check=True).stdout).get("running")
-        assert not running, f"a finished call's process still runs 6 s later: {running}"
-    finally:
-        accounts.clean(account)
+    nothing_of_a_finished_call_runs(kind, tmp_path, CALL, "forked past")
 
 
 @pytest.mark.parametrize("kind", accounts.KINDS)
 def test_no_process_of_a_finished_call_writes_after_review_said_nothing_runs(kind: str, tmp_path) -> None:
     account = accounts.make(kind, tmp_path)
     try:
-        call = account.ws("run", "--", "bash", "-c", UNSEEN, timeout=60)
-        assert "forked past" in call.stdout, call
+        left_by(account, UNSEEN, "forked past")
         review = json.loads(account.ws("status", "--json", check=True).stdout)
         seen = {c.get("path") for c in review["changes"]}
         time.sleep(8)

@@ -47,14 +47,25 @@ echo started
 """
 
 
-@pytest.mark.parametrize("kind", accounts.KINDS)
-def test_no_orphan_of_a_finished_call_outlives_the_inits_rounds(kind: str, tmp_path) -> None:
+def left_by(account: accounts.Account, script: str, said: str) -> None:
+    """Run ``script`` as a call, which prints ``said`` once it has left something running."""
+    call = account.ws("run", "--", "bash", "-c", script, timeout=60)
+    assert said in call.stdout, call
+
+
+def nothing_of_a_finished_call_runs(kind: str, tmp_path, script: str, said: str) -> None:
+    """``script`` leaves something behind (:func:`left_by`); 6 s later (thirty rounds of the
+    init's) nothing of the session may still run."""
     account = accounts.make(kind, tmp_path)
     try:
-        call = account.ws("run", "--", "bash", "-c", HOP, timeout=60)
-        assert "started" in call.stdout, call
-        time.sleep(6)   # thirty rounds of the init's
+        left_by(account, script, said)
+        time.sleep(6)
         running = json.loads(account.ws("status", "--json", check=True).stdout).get("running")
         assert not running, f"a finished call's processes still run 6 s later: {running}"
     finally:
         accounts.clean(account)
+
+
+@pytest.mark.parametrize("kind", accounts.KINDS)
+def test_no_orphan_of_a_finished_call_outlives_the_inits_rounds(kind: str, tmp_path) -> None:
+    nothing_of_a_finished_call_runs(kind, tmp_path, HOP, "started")

@@ -400,12 +400,12 @@ def view_paths(sandbox: Path, pid: int) -> tuple[str, str, str] | None:
         root, user, mnt = fields[1:4]
         if init not in procs.children(pid):
             return None
-        if len(fields) >= 6:   # a view that stays: still the init's, started when it was named
-            view = int(fields[4])
-            if view not in procs.children(init) or str(procs.start_time(view)) != fields[5]:
+        owner = pid   # the holder's descriptors, or a view that stays
+        if len(fields) >= 6:   # that view: still the init's, started when it was named
+            owner = int(fields[4])
+            if owner not in procs.children(init) or str(procs.start_time(owner)) != fields[5]:
                 return None
-        if all(p.startswith(f"/proc/{int(fields[4]) if len(fields) >= 6 else pid}/")
-               for p in (root, user, mnt)):
+        if all(p.startswith(f"/proc/{owner}/") for p in (root, user, mnt)):
             return user, mnt, root
     except (OSError, ValueError):
         pass

@@ -145,10 +145,7 @@ def new_view() -> tuple[list[int], int]:
 
 def _answer() -> tuple[str, list[int]]:
     assert INIT_SAYS is not None
-    if not select.select([INIT_SAYS], [], [], views.ANSWER_SECONDS * 2)[0]:
-        return "", []
-    data, fds, _, _ = socket.recv_fds(INIT_SAYS, 1024, len(views.HANDED))
-    return data.decode("ascii", errors="replace").strip(), list(fds)
+    return views.hear(INIT_SAYS, views.ANSWER_SECONDS * 2)   # the init waits on its view
 
 
 def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.socket) -> None:
@@ -156,6 +153,7 @@ def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.soc
     it has is an orphan of a call: end it with all it started (:func:`_end_trees`), reap the
     dead, until the holder is gone."""
     kept = views.Kept()
+    stays = not views.calls_are_root(HOST_PROC)   # the holder's map: fixed for its life
     while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -165,7 +163,7 @@ def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.soc
         if holder_alive in ready or (requests in ready and os.read(requests, 1) != b"v"):
             return
         if requests in ready:
-            view = views.make(libc, HOST_PROC)
+            view = views.make(libc, HOST_PROC, stays)
             if isinstance(view, str):
                 says.sendall(view.replace("\n", " ").encode() + b"\n")
                 continue

@@ -45,7 +45,8 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 KEEP = 3              # views the holder keeps: the current one and those just before
 ANSWER_SECONDS = 10.0
 HANDED = ("/proc/self/ns/user", "/proc/self/ns/mnt", "/")   # what a view hands over
-SLOTS = 900           # the holder's descriptors KEEP views are kept in: SLOTS + 3 * i + j
+SLOTS = 900           # the holder's descriptors KEEP views are kept in: SLOTS + 3 * i + j,
+                      # above any the holder opens for itself
 
 
 # -- in the session's init ---------------------------------------------------------------
@@ -58,12 +59,11 @@ def calls_are_root(host_proc: int) -> bool:
         return len([line for line in f if line.strip()]) == 1
 
 
-def make(libc: ctypes.CDLL, host_proc: int) -> tuple[list[int], int, int] | str:
+def make(libc: ctypes.CDLL, host_proc: int, stays: bool) -> tuple[list[int], int, int] | str:
     """A new view: descriptors of its user namespace, mount namespace and root, with its
-    pid here and on the host when it stays (0, 0: it has exited); or why not."""
+    pid here and on the host when it ``stays`` (0, 0: it has exited); or why not."""
     order_read, order = os.pipe()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    stays = not calls_are_root(host_proc)
     pid = os.fork()
     if pid == 0:
         try:
@@ -76,13 +76,13 @@ def make(libc: ctypes.CDLL, host_proc: int) -> tuple[list[int], int, int] | str:
     theirs.close()
     host_pid = 0
     try:
-        said = _say(mine)[0]
+        said = hear(mine)[0]
         if not said.isdigit():
             raise OSError(said or "the view ended")
         host_pid = int(said)
         _map_identity(host_proc, host_pid)
         os.write(order, b"m")
-        said, handed = _say(mine)
+        said, handed = hear(mine)
         if said != "r" or len(handed) != len(HANDED):
             for fd in handed:
                 os.close(fd)
@@ -101,25 +101,13 @@ def make(libc: ctypes.CDLL, host_proc: int) -> tuple[list[int], int, int] | str:
         mine.close()
 
 
-def _say(channel: socket.socket) -> tuple[str, list[int]]:
-    """The view's next word and the descriptors with it, within ANSWER_SECONDS."""
-    if not select.select([channel], [], [], ANSWER_SECONDS)[0]:
+def hear(channel: socket.socket, seconds: float = ANSWER_SECONDS) -> tuple[str, list[int]]:
+    """The next word on ``channel`` (the view's to the init, the init's to the holder) and
+    the descriptors sent with it, within ``seconds``; "" and none at timeout."""
+    if not select.select([channel], [], [], seconds)[0]:
         return "", []
-    data, fds, _, _ = socket.recv_fds(channel, 256, len(HANDED))
+    data, fds, _, _ = socket.recv_fds(channel, 1024, len(HANDED))
     return data.decode("ascii", errors="replace").strip(), list(fds)
-
-
-def read_line(fd: int, seconds: float = ANSWER_SECONDS) -> str:
-    """One short line from a pipe, within ``seconds``; "" at end of file or timeout."""
-    data = b""
-    while not data.endswith(b"\n"):
-        if not select.select([fd], [], [], seconds)[0]:
-            return ""
-        chunk = os.read(fd, 64)
-        if not chunk:
-            return ""
-        data += chunk
-    return data.decode("ascii", errors="replace").strip()
 
 
 def _map_identity(host_proc: int, host_pid: int) -> None:
