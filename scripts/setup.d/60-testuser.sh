@@ -62,8 +62,15 @@ as_user() {
     runuser -u "$user" -- env -i HOME="$home" USER="$user" LOGNAME="$user" XDG_RUNTIME_DIR="$run" \
         PATH=/usr/local/bin:/usr/bin:/bin sh -c 'cd && exec "$@"' as-user "$@"
 }
-out=$(as_user podman info --format '{{.Host.Security.Rootless}}' 2>"$err") ||
-    die "rootless podman does not run for $user: $out $(cat "$err")"
+podman_answers() { out=$(as_user podman info --format '{{.Host.Security.Rootless}}' 2>"$err"); }
+# A pause process killed without podman knowing (its runtime directory says one is alive, none
+# is) leaves every later podman call failing with "invalid internal status": reset it once.
+if ! podman_answers; then
+    grep -q 'podman system migrate' "$err" || die "rootless podman does not run for $user: $(cat "$err")"
+    say "$user: rootless podman's pause process is gone; resetting it (podman system migrate)"
+    as_user podman system migrate >/dev/null 2>&1 || true
+    podman_answers || die "rootless podman does not run for $user: $(cat "$err")"
+fi
 [[ $out == true ]] || die "podman as $user is not rootless: $out $(cat "$err")"
 say "$user: rootless podman answers"
 
