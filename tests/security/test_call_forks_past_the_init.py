@@ -27,8 +27,9 @@ restore the top and detach. The call ends normally; `workspace status --json` ri
 lists nothing running and no late.txt; 8 s later it lists late.txt as a change.
 
 Seen since (holder/pidns.py): a process below the session's pid namespace is the session's,
-so ``status`` lists it and commit waits (the second test). Not yet ended: the first test, a
-strict xfail.
+so ``status`` lists it and commit waits (the second test). Ended since (holder/strays.py):
+the init ends each process of the session whose parent is outside it and no entry, as it
+ends orphans (the first test).
 """
 
 from __future__ import annotations
@@ -126,12 +127,6 @@ EOF
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not defended yet (docs/security.md, attack pass 14): a process forked with CLONE_PARENT "
-    "from a call's ptraced top is the entry's child, outside the session's pid namespace's "
-    "reach of its init; status lists it and commit waits, but nothing ends it before the "
-    "holder does. Closing it needs the call's top to have a parent inside the session that "
-    "ends its children (a call server), or no ptrace of it"))
 @pytest.mark.parametrize("kind", accounts.KINDS)
 def test_no_process_of_a_finished_call_escapes_the_inits_reach(kind: str, tmp_path) -> None:
     nothing_of_a_finished_call_runs(kind, tmp_path, CALL, "forked past")

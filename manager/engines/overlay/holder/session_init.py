@@ -10,6 +10,7 @@ import signal
 import socket
 
 from . import pidns
+from . import strays
 from . import views
 
 CLONE_NEWNS = 0x00020000
@@ -150,15 +151,21 @@ def _answer() -> tuple[str, list[int]]:
 
 def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.socket) -> None:
     """Make the views the holder asks for. This init starts nothing else, so each other child
-    it has is an orphan of a call: end it with all it started (:func:`_end_trees`), reap the
-    dead, until the holder is gone."""
+    it has is an orphan of a call: end it with all it started (:func:`_end_trees`), as each
+    process of the session whose parent is outside it and no entry (holder/strays.py); reap
+    the dead, until the holder is gone."""
     kept = views.Kept()
     stays = not views.calls_are_root(HOST_PROC)   # the holder's map: fixed for its life
+    session_pidns = os.stat("/proc/self/ns/pid").st_ino
+    session_proc = -1   # the newest view's /proc: the session's pid namespace's
     while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        _end_trees([pid for pid in _children() if pid not in kept.host_pids()])
+        left = [pid for pid in _children() if pid not in kept.host_pids()]
+        if session_proc >= 0:
+            left += strays.strays(session_proc, session_pidns)
+        _end_trees(left)
         ready = select.select([holder_alive, requests], [], [], ORPHAN_POLL)[0]
         if holder_alive in ready or (requests in ready and os.read(requests, 1) != b"v"):
             return
@@ -170,9 +177,21 @@ def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.soc
             handed, pid, host_pid = view
             if pid:
                 kept.add(pid, host_pid)
+            session_proc = _session_proc(handed[views.HANDED.index("/")], session_proc)
             socket.send_fds(says, [f"view {host_pid}\n".encode()], handed)
             for fd in handed:
                 os.close(fd)
+
+
+def _session_proc(view_root: int, old: int) -> int:
+    """The /proc of a new view (``view_root``), in place of ``old``; ``old`` when it has none."""
+    try:
+        fd = os.open("proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=view_root)
+    except OSError:
+        return old
+    if old >= 0:
+        os.close(old)
+    return fd
 
 
 def _end_trees(orphans: list[int]) -> None:
