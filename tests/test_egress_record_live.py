@@ -5,6 +5,7 @@ refused at once and counted. The proxy's real writer, real sockets and threads."
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import socket
@@ -13,6 +14,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from manager.egress import record
 from manager.engines.overlay.holder import live
@@ -109,37 +112,78 @@ def test_a_proxy_killed_outright_leaves_no_attempt_open(tmp_path: Path):
     assert left.name.startswith(f"{proc.pid}.")
 
 
-def test_connections_over_the_bound_are_refused_at_once_and_counted(tmp_path: Path):
+def _serve_pairs(proxy: Proxy, handle, count: int) -> list[socket.socket]:
+    peers = []
+    for _ in range(count):
+        ours, theirs = socket.socketpair()
+        peers.append(theirs)
+        proxy.live.serve(ours, handle)
+    return peers
+
+
+def _until(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_connection_over_the_bound_closes_the_oldest_and_takes_its_slot(tmp_path: Path):
+    """Held connections cannot keep a later attempt off the record (attack pass 9): past
+    LIMIT, a connection closes the oldest and is served in its slot."""
+    proxy = Proxy(str(tmp_path), [])
+    served = []
+
+    def hold(conn: socket.socket) -> None:   # until its peer or the proxy ends it
+        served.append(conn)
+        with contextlib.suppress(OSError):
+            conn.recv(1)
+        conn.close()
+
+    peers = _serve_pairs(proxy, hold, live.LIMIT)
+    _until(lambda: len(served) == live.LIMIT)
+    peers += _serve_pairs(proxy, hold, 1)
+    peers[0].settimeout(5)
+    assert peers[0].recv(1) == b""            # the oldest: closed for the newest
+    _until(lambda: len(served) == live.LIMIT + 1)
+    assert len(served) == live.LIMIT + 1
+    for p in peers[1:]:
+        p.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            p.recv(1)                         # the others and the newest: still served
+    for p in peers:
+        p.close()
+
+
+def test_connections_past_the_waiting_room_are_refused_at_once_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(live, "WAIT_SECONDS", 0.5)
     proxy = Proxy(str(tmp_path), [])
     release = threading.Event()
     served = []
 
-    def hold(conn: socket.socket) -> None:
+    def hold(conn: socket.socket) -> None:   # deaf to the proxy's shutdown: no slot frees
         served.append(conn)
         release.wait(10)
         conn.close()
 
-    peers = []
-    for _ in range(live.LIMIT + 6):
-        ours, theirs = socket.socketpair()
-        peers.append(theirs)
-        proxy.live.serve(ours, hold)
-    for p in peers[live.LIMIT:]:
+    peers = _serve_pairs(proxy, hold, live.LIMIT)
+    _until(lambda: len(served) == live.LIMIT)
+    peers += _serve_pairs(proxy, hold, live.WAITING + 6)
+    for p in peers[live.LIMIT:]:              # waited for a slot in vain, or none to wait
         p.settimeout(5)
-        assert p.recv(1) == b""   # closed at once
+        assert p.recv(1) == b""
     assert len(served) == live.LIMIT
     release.set()
     for p in peers:
         p.close()
     # The first refusal is written at once, the burst's rest when a slot frees.
-    deadline = time.monotonic() + 10
-    while sum(map(record.size, record.attempts(tmp_path))) < 6 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    refused = live.WAITING + 6
+    _until(lambda: sum(map(record.size, record.attempts(tmp_path))) >= refused)
     entries = record.attempts(tmp_path)
-    assert sum(map(record.size, entries)) == 6, entries
+    assert sum(map(record.size, entries)) == refused, entries
     assert all(e["via"] == "limit" and e["allowed"] is False for e in entries)
     data = record.as_json(tmp_path)
-    assert (data["attempts"], data["refused"]) == (6, 6)
+    assert (data["attempts"], data["refused"]) == (refused, refused)
     assert "REFUSED (too many connections at once)" in "\n".join(record.render(tmp_path))
 
 

@@ -4,7 +4,8 @@ bound, nor any idle one: a process a call left running opens 64 CONNECTs to a li
 (any server that keeps an idle connection: here the test's HTTP server, which waits for a
 request) and sends nothing. Every later proxy attempt of any call, a refused host included,
 is then one ``via: limit`` count with no host and no call: the agent's attempts to reach an
-unlisted host are not on the record by name. Rule: every attempt is recorded (host, call)."""
+unlisted host are not on the record by name. Rule: every attempt is recorded (host, call):
+past the bound, a connection closes the oldest and takes its slot (holder/live.py)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,6 @@ EOF
 
 
 @pytest.mark.parametrize("engine_name", ["docker"], indirect=True)
-@pytest.mark.xfail(strict=True, reason="not defended (docs/security.md): the proxy's 64 slots "
-                   "bound its cost on the host, and an allowed tunnel may idle for as long as "
-                   "its server keeps it; past the bound an attempt is refused and counted, "
-                   "without its host (any bounded pool can be held by the one it bounds)")
 def test_held_allowed_tunnels_do_not_hide_later_attempts(
         engine_name: str, tmp_path: Path, project: Path, server: Server):  # noqa: F811
     allow_hosts(tmp_path, [f"127.0.0.2:{server.port}"])

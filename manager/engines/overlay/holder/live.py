@@ -10,8 +10,11 @@ bytes so far; one killed outright cannot, so each proxy holds a lock on its own 
 ``SANDBOX/egress.live/`` (named by the prefix of its connections' ids) while it runs: the
 reader shows an open attempt whose proxy holds no lock as ended.
 **The sandbox's limits bound its cost on the host**: at most :data:`LIMIT`
-connections are served at once, each by a thread; one more is closed at once and counted on
-the record (``via: limit``, one line per burst), as is one whose thread cannot start
+connections are served at once, each by a thread. One more closes the oldest of them and
+waits for its slot (at most :data:`WAITING` wait at once, each at most
+:data:`WAIT_SECONDS`): connections held open, idle or not, cannot keep a later attempt off
+the record (attack pass 9). Past the waiting room, a connection is closed at once and counted
+on the record (``via: limit``, one line per burst), as is one whose thread cannot start
 (RuntimeError at the user's thread limit: the proxy goes on). A refused direct attempt or
 DNS query (whose call is looked up in /proc before its refusal) is a job for one worker
 thread, :data:`BACKLOG` jobs deep; past that, the reader does the job itself, so a flood
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
 
 LIVE_DIR = "egress.live"   # a lock per running proxy (manager/egress/record.py reads it)
 LIMIT = 64            # connections served at once (a container's pids limit, say)
+WAITING = 8           # over LIMIT: connections waiting for the slot of the oldest, closed for them
+WAIT_SECONDS = 5.0    # for that slot
 BACKLOG = 256         # refusals waiting for the worker
 HEAD_SECONDS = 10.0   # for a connection's whole request head
 SAY_EVERY = 1.0       # at most one over-the-limit line a second; the rest counted in it
@@ -48,6 +53,8 @@ class Live:
         self.record = record
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(LIMIT)
+        self.waiting = threading.BoundedSemaphore(WAITING)
+        self.served: dict[int, tuple[float, socket.socket]] = {}   # id: (since, conn)
         self.held: dict[str, tuple[dict[str, object], list[int], float]] = {}
         self.prefix = f"{os.getpid()}.{os.urandom(3).hex()}"
         self.count = 0
@@ -62,25 +69,58 @@ class Live:
     # -- the bound -----------------------------------------------------------------------
 
     def serve(self, conn: socket.socket, handle: Callable[..., None], *args: object) -> None:
-        """``handle(conn, *args)`` on a thread of its own, if a slot is free; else refuse."""
-        if not self.slots.acquire(blocking=False):
+        """``handle(conn, *args)`` on a thread of its own, if a slot is free or the oldest
+        connection's can be had; else refuse."""
+        waits = False
+        if self.slots.acquire(blocking=False):
+            self._served(conn)
+        elif self.waiting.acquire(blocking=False):
+            waits = True
+            self._close_oldest()
+        else:
             self.refuse(conn, f"too many connections at once (at most {LIMIT})")
             return
         try:
-            threading.Thread(target=self._run, args=(handle, conn, *args), daemon=True).start()
+            threading.Thread(target=self._run, args=(handle, conn, waits, *args), daemon=True).start()
         except RuntimeError:   # the user's thread limit: this connection, not the proxy
-            self.slots.release()
+            self._gone(conn)
+            (self.waiting if waits else self.slots).release()
             self.refuse(conn, "too many connections (the proxy cannot start a thread)")
 
-    def _run(self, handle: Callable[..., None], conn: socket.socket, *args: object) -> None:
+    def _run(self, handle: Callable[..., None], conn: socket.socket, waits: bool, *args: object) -> None:
+        if waits:
+            got = self.slots.acquire(timeout=WAIT_SECONDS)
+            self.waiting.release()
+            if not got:
+                self.refuse(conn, f"too many connections at once (at most {LIMIT})")
+                return
+            self._served(conn)
         self._head_begins(conn)
         try:
             handle(conn, *args)
         finally:
+            self._gone(conn)
             self.head_read(conn)
             self.slots.release()
             if self.refused:
                 self.say_refused("too many connections at once", force=True)
+
+    def _served(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.served[id(conn)] = (time.monotonic(), conn)
+
+    def _gone(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.served.pop(id(conn), None)
+
+    def _close_oldest(self) -> None:
+        """Shut the oldest connection down (each once): its thread ends, its slot frees."""
+        with self.lock:
+            if not self.served:
+                return
+            _, conn = self.served.pop(min(self.served, key=lambda key: self.served[key][0]))
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
 
     def _head_begins(self, conn: socket.socket) -> None:
         with self.lock:
