@@ -186,7 +186,8 @@ fi
 # namespace per call then, whose --kill-child ends the call's tree with this process.
 # nsenter forks the call into it and waits: the call's shell gets SIGKILL when nsenter
 # dies (setpriv, after --setuid, which would clear it), and what it leaves is orphaned to
-# the session's init, which ends it (an orphan of nsenter itself would go to the host's).
+# the session's init, which ends it (an orphan of nsenter itself would go to the host's
+# reaper: the init ends those too, holder/strays.py).
 # The programs run after --root are the sandbox's files: named by absolute path in a system
 # directory, never looked up on the caller's PATH there (a call may write ~/.local/bin, and
 # unshare runs as the namespace's root before it drops to the user's uid).
