@@ -11,22 +11,25 @@ init did not list and never looks for: it is free until the next round. One chai
 a few rounds (about half of them here); four, each restarting those the init caught (a
 heartbeat in shared memory), survived 10 to 20 rounds (2 to 4 s) in every try, under CI load.
 
-``workspace status`` does list the chain (``running``: pids that change at every look: its
-members are born while status walks /proc, after it noted the init's children, which it
-leaves out), so commit and discard wait: this is pass 13's class (an orphan chain outlives
-its call), not yet an unseen writer. But it is only seen because it churns: see the report
-on ``engine.namespace_members`` leaving out every child of the init.
+``workspace status`` mostly lists the chain (``running``: pids that change at every look),
+but only by luck: ``engine.namespace_members`` leaves out every child of the holder's
+children -- every child of the init, "an orphan the init ends at once" -- and the chain's
+members *are* the init's children; status lists only those born while it walks /proc,
+after it noted the init's children. One run in four here, status right after the call said
+``running: []`` and the chain wrote 0.8 s later (the first assertion below): review said
+nothing runs while something of the session ran and wrote, and commit does not wait for
+what it does not list.
 
 Reproduction: a call runs the C program below (``chain LIFE DELAY FILE K``) and returns at
-once; 1.2 s later (six of the init's rounds after the call ended) a member writes
-``late.txt`` in the project, which the next status lists as a change of the session.
+once; 0.8 s later (four of the init's rounds after the call ended) a member writes
+``late0.txt`` in the project, which the next status lists as a change of the session.
 
 Rule broken: nothing of a call runs after it ended. Rule that would close it: the walk must
 not depend on who is whose child -- freeze the session's cgroup (run as root) or, in
 general, repeat "stop every process of the session pid namespace but the init and its kept
 views" (a listing of the whole namespace, as strays.py reads it) until a listing finds no
 one not stopped, then kill. The chain costs the two cores and ~10,000 host pids a second
-while it runs; the test keeps it to 3 s.
+while it runs; the test keeps it to 2 s a try, at most three tries.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from tests.engines import accounts
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
-LIFE, DELAY, CHAINS = 3.0, 1.2, 4
+LIFE, DELAY, CHAINS = 2.0, 0.8, 6
+TRIES = 3   # a race: a try whose chains the init all caught within DELAY proves nothing
 
 CHAIN = r"""#define _GNU_SOURCE
 #include <fcntl.h>
@@ -133,18 +137,21 @@ def test_no_clone_parent_chain_outlives_its_call(kind: str, tmp_path) -> None:
     account = accounts.make(kind, tmp_path)
     try:
         chain = _chain(account)
-        call = account.ws("run", "--", chain, str(LIFE), str(DELAY), "late.txt", str(CHAINS),
-                          timeout=60)
-        assert call.returncode == 0, call
-        ended = time.monotonic()
-        seen = json.loads(account.ws("status", "--json", check=True).stdout).get("running")
-        time.sleep(max(0.0, ended + LIFE + 0.5 - time.monotonic()))
-        changes = json.loads(account.ws("status", "--json", check=True).stdout)["changes"]
-        wrote = [c for c in changes if "late.txt" in json.dumps(c)]
-        assert seen or not wrote, (
-            "a process of a finished call wrote the sandbox more than a second after the call "
-            f"ended, while status said nothing runs (running: {seen!r}): {wrote}")
-        assert not wrote, ("a process of a finished call wrote the sandbox 1.2 s after it ended "
-                           f"(status listed running pids: {seen!r}): {wrote}")
+        for attempt in range(TRIES):
+            name = f"late{attempt}.txt"
+            call = account.ws("run", "--", chain, str(LIFE), str(DELAY), name, str(CHAINS),
+                              timeout=60)
+            assert call.returncode == 0, call
+            ended = time.monotonic()
+            seen = json.loads(account.ws("status", "--json", check=True).stdout).get("running")
+            time.sleep(max(0.0, ended + LIFE + 0.5 - time.monotonic()))
+            changes = json.loads(account.ws("status", "--json", check=True).stdout)["changes"]
+            wrote = [c["path"] for c in changes if name in json.dumps(c)]
+            assert seen or not wrote, (
+                f"a process of a finished call wrote the sandbox {DELAY} s after the call ended, "
+                f"while status said nothing runs: {wrote}")
+            assert not wrote, (
+                f"try {attempt + 1}: a process of a finished call wrote the sandbox {DELAY} s after "
+                f"it ended (status listed {len(seen)} running pids): {wrote}")
     finally:
         accounts.clean(account)
