@@ -1,7 +1,8 @@
 """The egress record's two-line attempts and the proxy's bound (holder/live.py, egress/record.py):
 an allowed connection is on the record from the moment it is decided (``open``), completed
-when it ends (``close``), closed by a proxy that stops; one more connection than the bound closes the oldest, and past
-the waiting room connections are refused at once and counted. The proxy's real writer, real sockets and threads."""
+when it ends (``close``), closed by a proxy that stops; one more connection than the bound
+closes the oldest, and past the waiting room connections are refused at once and counted.
+The proxy's real writer, real sockets and threads."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ Only docker/podman forms that name something pay for the lookup (one ``inspect``
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 from manager.claude import ctrforms
@@ -38,6 +39,7 @@ CONTAINER_OPS = frozenset(("exec", "start", "stop", "restart", "kill", "rm", "pa
                            "healthcheck run"))
 IMAGE_OPS = frozenset(("rmi", "tag", "push", "pull"))
 TIMEOUT = 10
+NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")   # a network's name (none, bridge ...)
 
 
 def touches_own(script: shell.Script, image: str, project: str = "") -> bool:
@@ -75,8 +77,8 @@ def _own(cli: str, args: list[str], mine: ownimages.Mine) -> bool:
     if key.startswith("image ") or key in IMAGE_OPS:
         return _own_image(cli, key.removeprefix("image "), names, mine)
     if key in ("run", "create"):
-        return _runs_unknown(cli, key, rest, names, mine) or any(
-            _labelled(cli, "container", [net]) for net in _joined(rest))
+        return _outside_a_network(cli, key, rest) or _runs_unknown(cli, key, rest, names, mine) \
+            or any(_labelled(cli, "container", [net]) for net in _joined(rest))
     if key in CONTAINER_OPS:
         return _labelled(cli, "container", names[:1] if key == "exec" else names)
     return False
@@ -89,6 +91,22 @@ def _spelled_ours(cli: str, key: str, args: list[str], names: list[str]) -> bool
     if key not in ("run", "create"):
         made += names[:1]             # volume/network create NAME (run's first is the image)
     return any(n.startswith(("workspace-", OUR_LABELS)) for n in made)
+
+
+def _outside_a_network(cli: str, key: str, args: list[str]) -> bool:
+    """A ``--network`` that is no network of the engine's: the host's namespace (``host``),
+    one named by path (podman's ``ns:PATH``) or a user-mode stack with options
+    (``slirp4netns:...``, ``pasta:...``). The overlay sandbox with ``network: open`` is on
+    the host's network namespace, and an abstract unix socket there carries descriptors
+    both ways: a container there, outside every sandbox, could receive one of the
+    sandbox's and write it after review (attack pass 15). ``container:NAME`` is
+    :func:`_joined`'s."""
+    for value in ctrforms.option_values(cli, key, args, ("--network",)):
+        if value.startswith("container:"):
+            continue
+        if value == "host" or not NETWORK_NAME.fullmatch(value):
+            return True
+    return False
 
 
 def _joined(args: list[str]) -> list[str]:

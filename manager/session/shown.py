@@ -17,8 +17,14 @@ entry is not what the record holds while that review is current: no call has sta
 ended since (a call after it made changes the user commits unseen by choice, as without
 any review). Times are applied too and not compared: they grant nothing.
 
-Only where a process can outlive its call (the container engines' ``running/``): overlay
-and try end a call's processes with it, so nothing writes between a review and a commit.
+Every engine, not only where a process can outlive its call (the container engines'
+``running/``): overlay and try end a call's processes with it, but a write into the sandbox
+needs no process of the session, only a descriptor of its overlay, and a call can hand one
+to a process of another session (an abstract unix socket, shared by every sandbox on the
+host's network: attack pass 15). There the record is current while no call has started
+since (each call's entry touches ``last-used``), and an entry the review did not read
+(made since, below a reviewed new directory too) is refused as well: the absence of the
+session's processes is not the absence of writers.
 The record is versioned (``VERSION``): one of an older format, current, makes commit
 refuse every path (review again), never accept what it did not record.
 """
@@ -42,6 +48,8 @@ from manager.session.store import Session
 
 RECORD = "shown"         # in the sandbox directory: the last review's entries
 CALLS = "running"        # the container engines' host-side call records (session/reviewed)
+# Touched by each call's entry as it starts: overlay's, try's (in its ``ws``, try_/layout.py).
+STARTED = ("last-used", "ws/last-used")
 VERSION = b"v2"          # the record's format: entries with all their attributes
 
 
@@ -102,7 +110,10 @@ def current(session: Session) -> Review | None:
     if len(fields) != int(words[2]):   # not as written: it cannot say what review read
         return Review([], None, stale=True)
     files = list(zip(fields[0::3], fields[1::3], fields[2::3], strict=False))
-    return Review(files, {upper for upper, _, _ in files} if _in_volume(session) else None)
+    # Where no time says what changed since (volume mode, and overlay and try, which keep no
+    # call records): what the review read by name, so that anything else is refused.
+    named = _in_volume(session) or not (session.sandbox / CALLS).is_dir()
+    return Review(files, {upper for upper, _, _ in files} if named else None)
 
 
 def late(seen: Review, found: Callable[[], list[Change]], paths: list[Path]) -> list[str]:
@@ -128,15 +139,14 @@ def grown(shown: Shown, found: list[Change], paths: list[Path]) -> list[str]:
     """The real paths (within ``paths``) of entries ``found`` applies that ``shown`` did
     not hold: made since (``commit -p`` applies a path chosen whole with what is below it,
     as it is, so everything there must be what was shown)."""
-    known = {upper for upper, _, _ in shown}
-    return sorted(real for upper, real in _entries(found)
-                  if upper not in known and _within(real, paths))
+    return added({upper for upper, _, _ in shown}, found, paths)
 
 
 def added(names: set[str], found: list[Change], paths: list[Path]) -> list[str]:
-    """The real paths (within ``paths``, if any) of changes the review did not read."""
-    return sorted(c.real_path for c in found
-                  if c.upper_path not in names and _within(c.real_path, paths))
+    """The real paths (within ``paths``, if any) of the entries ``found`` applies that the
+    review did not read (below a new directory too: what it holds is applied whole)."""
+    return sorted(real for upper, real in _entries(found)
+                  if upper not in names and _within(real, paths))
 
 
 def entry(path: str) -> str:
@@ -179,9 +189,9 @@ def _xattrs(path: str, directory: bool) -> str:
         return "-" if exc.errno in (errno.ENOTSUP, errno.ENOENT) else "?"
     if not found:
         return "-"
-    import hashlib
+    from _blake2 import blake2b
 
-    h = hashlib.blake2b(digest_size=16)
+    h = blake2b(digest_size=16)
     for name, value in found:
         h.update(os.fsencode(name) + b"\0" + len(value).to_bytes(8, "little") + value)
     return h.hexdigest()
@@ -198,12 +208,12 @@ def _in_volume(session: Session) -> bool:
 
 
 def _calls(session: Session) -> int | None:
-    """When a call last started or ended (the records' directory's mtime); None where no
-    process outlives its call."""
-    try:
-        return os.stat(session.sandbox / CALLS).st_mtime_ns
-    except OSError:
-        return None
+    """When a call last started or ended (the container engines' records' directory's
+    mtime), or last started (overlay's and try's ``last-used``); None before any call."""
+    for name in (CALLS, *STARTED):
+        with contextlib.suppress(OSError):
+            return os.stat(session.sandbox / name).st_mtime_ns
+    return None
 
 
 def _entries(found: list[Change]) -> Iterator[tuple[str, str]]:
@@ -236,20 +246,21 @@ def _digest(path: str) -> str:
         fd = open_regular(path)   # never a device, fifo or socket the sandbox made
     except OSError:
         return ""
-    import hashlib  # only the container engines record digests: not at status's start-up
+    # blake2b straight from its C module: hashlib would load OpenSSL (status's start-up).
+    from _blake2 import blake2b
 
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return ""
-        h = hashlib.blake2b(st.st_size.to_bytes(8, "little"), digest_size=20)
+        h = blake2b(st.st_size.to_bytes(8, "little"), digest_size=20)
         zeros = 0
         sparse = st.st_blocks * 512 < st.st_size
         blocks: Iterable[bytes | int]
         if sparse or st.st_size > BLOCK:
             blocks = _blocks(fd, st.st_size, sparse)
         else:   # most files: one read
-            blocks = [hashlib.blake2b(os.pread(fd, BLOCK, 0), digest_size=20).digest()] \
+            blocks = [blake2b(os.pread(fd, BLOCK, 0), digest_size=20).digest()] \
                 if st.st_size else []
         for block in blocks:
             if isinstance(block, int) or block == _zero():
@@ -271,7 +282,7 @@ def _digest(path: str) -> str:
 def _blocks(fd: int, size: int, sparse: bool) -> Iterator[bytes | int]:
     """Each block's digest, or a count of whole blocks in a hole (read, a block of zeros
     has the digest ``_ZERO``: counted alike)."""
-    import hashlib
+    from _blake2 import blake2b
 
     at = 0
     while at < size:
@@ -291,7 +302,7 @@ def _blocks(fd: int, size: int, sparse: bool) -> Iterator[bytes | int]:
         chunk = os.pread(fd, BLOCK, at)
         if not chunk:
             return
-        yield hashlib.blake2b(chunk, digest_size=20).digest()
+        yield blake2b(chunk, digest_size=20).digest()
         at += len(chunk)
 
 
@@ -302,7 +313,7 @@ _ZEROS: list[bytes] = []
 def _zero() -> bytes:
     """The digest of a block of zeros (computed once, when first needed)."""
     if not _ZEROS:
-        import hashlib
+        from _blake2 import blake2b
 
-        _ZEROS.append(hashlib.blake2b(bytes(BLOCK), digest_size=20).digest())
+        _ZEROS.append(blake2b(bytes(BLOCK), digest_size=20).digest())
     return _ZEROS[0]

@@ -243,7 +243,7 @@ def test_an_unseen_directory_while_calls_run_is_an_error(account: Account):
     try:
         sandbox = account.sandbox()
         pid = overlay.holder_pid(sandbox)
-        _wait(lambda: pid is not None and overlay.namespace_members(pid))
+        _wait(lambda: pid is not None and overlay.namespace_members(pid, sandbox))
         late.mkdir()
         account.chown(late)
         proc = account.ws("run", "--cwd", str(late), "--", "sh", "-c", "echo x > f")

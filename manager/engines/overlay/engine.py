@@ -30,6 +30,7 @@ from manager.engines.overlay.holder.names import HOLDER_LOG
 from manager.engines.overlay.holder.names import HOLDER_PID
 from manager.engines.overlay.holder.names import HOLDER_PIDNS
 from manager.engines.overlay.holder.names import HOLDER_VIEW
+from manager.engines.overlay.holder.names import HOLDER_VIEWS
 from manager.engines.overlay.holder.names import PREPARE_LOCK
 from manager.engines.overlay.holder.names import SCAFFOLD
 from manager.engines.overlay.holder.names import SKELETON
@@ -100,7 +101,7 @@ class OverlayEngine:
         if pid is None or not launch.changed(session.sandbox, self.config, session.project):
             (session.sandbox / launch.STALE).unlink(missing_ok=True)
             return
-        busy = namespace_members(pid)
+        busy = namespace_members(pid, session.sandbox)
         if busy:
             raise EngineUnavailable(
                 f"setting network changed since the sandbox of session {session.id} started, "
@@ -188,7 +189,7 @@ class OverlayEngine:
         """A fresh holder, whose new mounts see the real filesystem as it is now."""
         with locked(session.sandbox / PREPARE_LOCK, timeout=60, what=f"session {session.id}"):
             if holder_pid(session.sandbox) == pid:
-                busy = namespace_members(pid)
+                busy = namespace_members(pid, session.sandbox)
                 if busy:
                     raise EngineUnavailable(
                         f"{cwd} was made after the sandbox of session {session.id} started, and "
@@ -213,14 +214,14 @@ class OverlayEngine:
 
     def running(self, session: Session) -> list[str]:
         pid = holder_pid(session.sandbox)
-        return [] if pid is None else [str(p) for p in namespace_members(pid)]
+        return [] if pid is None else [str(p) for p in namespace_members(pid, session.sandbox)]
 
     def release(self, session: Session) -> None:
         pid = holder_pid(session.sandbox)
         if pid is None:
             hand_back(session.sandbox)   # a holder that exited by itself did not
             return
-        busy = namespace_members(pid)
+        busy = namespace_members(pid, session.sandbox)
         if busy:
             raise WorkspaceError(
                 f"commands are still running in session {session.id} (pids {', '.join(map(str, busy))})",
@@ -484,13 +485,13 @@ def holder_pid(sandbox: Path) -> int | None:
         return None
 
 
-def namespace_members(holder: int) -> list[int]:
+def namespace_members(holder: int, sandbox: Path) -> list[int]:
     """Processes inside the holder's user namespace or the session's pid namespace or one
-    below it (calls run in views nested in the holder's: holder/views.py; a call's own pid
-    namespaces: holder/pidns.py), but the holder, its own children
-    (the session's init, passing mount helpers) and theirs (views that stay, where no call
-    can reach them; an orphan the init ends at once): the calls and what they left
-    running."""
+    below it (calls run in views nested in it: holder/views.py; a call's own pid
+    namespaces: holder/pidns.py), but the holder, its own children (the session's init,
+    passing mount helpers) and the views that stay (``holder.views``, where no call can
+    reach them): the calls and what they left running. An orphan the init is ending counts
+    until it is gone (a chain of them may outlive a look: attack pass 15)."""
     from manager.engines.overlay.holder import pidns
 
     try:
@@ -500,8 +501,7 @@ def namespace_members(holder: int) -> list[int]:
     session = pidns.inode(f"/proc/{holder}/ns/pid_for_children")
     if session == pidns.inode(f"/proc/{holder}/ns/pid"):
         session = -1   # no pid namespace of the session's
-    own = set(procs.children(holder))
-    own |= {view for child in own for view in procs.children(child)}   # views that stay
+    own = set(procs.children(holder)) | _staying_views(sandbox)
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != holder and int(entry) not in own:
@@ -509,6 +509,20 @@ def namespace_members(holder: int) -> list[int]:
                 if os.readlink(f"/proc/{entry}/ns/user") == ns or pidns.below(entry, session):
                     members.append(int(entry))
     return members
+
+
+def _staying_views(sandbox: Path) -> set[int]:
+    """The views the holder names as staying, those still running with that start."""
+    try:
+        lines = (sandbox / HOLDER_VIEWS).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found = set()
+    for line in lines:
+        pid, _, start = line.partition(" ")
+        if pid.isdigit() and str(procs.start_time(int(pid))) == start:
+            found.add(int(pid))
+    return found
 
 
 def _remove_cgroups(sandbox: Path) -> None:

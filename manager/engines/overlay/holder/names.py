@@ -19,6 +19,7 @@ PREPARE_LOCK = "prepare.lock"   # held while a holder starts
 IDMAP = "idmap.json"          # the id maps the holder's namespace was given (overlay/ids.py)
 HOLDER_PIDNS = "holder.pidns"
 HOLDER_VIEW = "holder.view"   # the calls' current view (holder/views.py): where to open it
+HOLDER_VIEWS = "holder.views"  # the views that stay, "PID START" a line: not the calls' processes
 HANDED_BACK = "handed-back"   # the holder's entries are the user's on disk (see main.hand_back)
 # A call asks to see the latest state: it writes a line (its nonce) to SYNC_REQUEST, the
 # holder brings the snapshotted directories up to date and writes the nonces it served

@@ -8,6 +8,7 @@ import os
 import select
 import signal
 import socket
+import time
 
 from . import pidns
 from . import strays
@@ -17,6 +18,7 @@ CLONE_NEWNS = 0x00020000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 ORPHAN_POLL = 0.2   # how soon the session's init ends what a finished call left
+END_SECONDS = 1.0   # at most, per look, for ending what calls left (a flood: the next goes on)
 SESSION_INIT = 0   # the host pid of the session's pid namespace's init, once started
 INIT_JOIN = -1     # the holder's words to the init: join the sandbox, make a view
 INIT_SAYS: socket.socket | None = None   # the init's answers, with a view's descriptors
@@ -159,13 +161,8 @@ def _serve(libc: ctypes.CDLL, holder_alive: int, requests: int, says: socket.soc
     session_pidns = os.stat("/proc/self/ns/pid").st_ino
     session_proc = -1   # the newest view's /proc: the session's pid namespace's
     while True:
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        left = [pid for pid in _children() if pid not in kept.host_pids()]
-        if session_proc >= 0:
-            left += strays.strays(session_proc, session_pidns)
-        _end_trees(left)
+        found = strays.strays(session_proc, session_pidns) if session_proc >= 0 else []
+        _end_trees(kept.host_pids(), found)
         ready = select.select([holder_alive, requests], [], [], ORPHAN_POLL)[0]
         if holder_alive in ready or (requests in ready and os.read(requests, 1) != b"v"):
             return
@@ -194,21 +191,32 @@ def _session_proc(view_root: int, old: int) -> int:
     return fd
 
 
-def _end_trees(orphans: list[int]) -> None:
-    """Stop each orphan and everything below it, looking again until the stopped trees hold
-    no one new (a fork pending when the stop came is finished or undone by then), then kill
-    them all: a chain that forks its successor before each exit cannot hop past."""
-    stopped: set[int] = set()
-    found = set(orphans)
-    while found - stopped:
-        for host_pid in found - stopped:
+def _end_trees(kept: set[int], strays_found: list[int]) -> None:
+    """Kill every orphan (each child of this init but the views it ``kept``) and stray, then
+    look again -- the dead reaped, so that what they started is this init's child now --
+    until no one is left. Killed, not stopped first: a clone under way when SIGSTOP comes
+    completes, and one of CLONE_PARENT makes a sibling no look below the stopped finds
+    (attack pass 15); a fatal signal undoes the clone. A chain that forks its successor
+    before each exit (attack pass 13) is this init's child at the next look."""
+    deadline = time.monotonic() + END_SECONDS
+    found = strays_found
+    while True:
+        _reap()
+        found = found + [pid for pid in _children() if pid not in kept]
+        if not found:
+            return
+        for host_pid in found:
             with contextlib.suppress(OSError):
-                os.kill(_pid_inside(host_pid), signal.SIGSTOP)
-            stopped.add(host_pid)
-        found = stopped | {child for pid in stopped for child in _children(pid)}
-    for host_pid in stopped:
-        with contextlib.suppress(OSError):
-            os.kill(_pid_inside(host_pid), signal.SIGKILL)
+                os.kill(_pid_inside(host_pid), signal.SIGKILL)
+        if time.monotonic() > deadline:
+            return   # a flood: the next look goes on
+        found = []
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
 
 
 def _children(pid: int | str = "self") -> list[int]:
@@ -225,9 +233,12 @@ def _children(pid: int | str = "self") -> list[int]:
 
 def _pid_inside(host_pid: int) -> int:
     """The pid of a host pid in this init's pid namespace. Not the innermost one: an orphan
-    that made a pid namespace of its own is pid 1 there, and a kill of 1 is this init's."""
-    mine = _nspids("self")
-    return _nspids(host_pid)[len(mine) - 1]
+    that made a pid namespace of its own is pid 1 there, and a kill of 1 is this init's.
+    OSError when it is not in this namespace (gone, its pid another's)."""
+    mine, theirs = _nspids("self"), _nspids(host_pid)
+    if len(theirs) < len(mine):
+        raise OSError(f"{host_pid} is not in the session's pid namespace")
+    return theirs[len(mine) - 1]
 
 
 def _nspids(pid: int | str) -> list[int]:

@@ -37,6 +37,7 @@ import signal
 import socket
 
 from .names import HOLDER_VIEW
+from .names import HOLDER_VIEWS
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -193,6 +194,7 @@ class Slots:
 
     def __init__(self) -> None:
         self.made = 0
+        self.staying: list[str] = []   # "PID START" of the views that stay, newest last
 
     def keep(self, session_fd: int, handed: list[int], view: int) -> None:
         """Keep a view's descriptors; publish where the entry opens them: the holder's slots,
@@ -207,19 +209,22 @@ class Slots:
             with open(f"/proc/{view}/stat", "rb") as f:
                 start = f.read().rsplit(b")", 1)[1].split()[19].decode()
             paths = f"/proc/{view}/root /proc/{view}/ns/user /proc/{view}/ns/mnt {view} {start}"
+            self.staying = [*self.staying, f"{view} {start}"][-KEEP:]   # as the init keeps
+            publish(session_fd, "".join(f"{line}\n" for line in self.staying), HOLDER_VIEWS)
         else:
             held = f"/proc/{os.getpid()}/fd/"
             paths = f"{held}{base + 2} {held}{base} {held}{base + 1}"
         publish(session_fd, f"{self.made} {paths}\n")
 
 
-def publish(session_fd: int, line: str) -> None:
+def publish(session_fd: int, text: str, name: str = HOLDER_VIEW) -> None:
     """The current view, for enter.sh and the engine (generation; the paths of its root,
-    user and mount namespaces; the view's pid and start time when it stays), replaced
-    atomically."""
-    temp = f".{HOLDER_VIEW}.{os.getpid()}"
+    user and mount namespaces; the view's pid and start time when it stays), or the views
+    that stay (``HOLDER_VIEWS``: the engine leaves them out of the session's processes),
+    replaced atomically."""
+    temp = f".{name}.{os.getpid()}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                  dir_fd=session_fd)
     with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(line)
-    os.replace(temp, HOLDER_VIEW, src_dir_fd=session_fd, dst_dir_fd=session_fd)
+        f.write(text)
+    os.replace(temp, name, src_dir_fd=session_fd, dst_dir_fd=session_fd)
