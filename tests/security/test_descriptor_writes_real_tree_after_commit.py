@@ -15,8 +15,10 @@ descriptor of ``newdir`` (SCM_RIGHTS over an abstract unix socket: every session
 A's call ends; ``workspace status``/``diff`` of A show the benign content; ``workspace
 commit`` applies it. Then B writes through the descriptors: the real ``note.txt`` and the
 real ``tracked.txt`` get new bytes, and a new file appears in the real ``newdir/``, on the
-host, no review, no commit, and no sandbox ever holding them (B's status shows nothing: the
-writes are not in B's upper either).
+host, no review, no commit, and no sandbox ever holding them (the writes are not in B's upper
+either: no review of any session can show them). The planted file is made setuid too: on the
+root account a setuid-root file owned by uid 0 lands in the real project, past the
+``--allow-special`` rule; on the ordinary account a setuid file of the user's.
 
 Reproduction (any account, overlay engine): in project Q, ``workspace run -- python3
 recv.py`` (receives the descriptors, waits, writes through them); in project P, ``workspace
@@ -67,6 +69,10 @@ os.pwrite(tracked, b"REPLACED AFTER COMMIT\\n", 0)
 os.ftruncate(tracked, len(b"REPLACED AFTER COMMIT\\n"))
 fd = os.open("planted.sh", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755, dir_fd=newdir)
 os.write(fd, b"#!/bin/sh\\necho planted after commit\\n")
+try:
+    os.fchmod(fd, 0o4755)   # setuid, as the call's uid (root's on the root account)
+except OSError:
+    pass
 os.close(fd)
 print("wrote", flush=True)
 """
@@ -161,6 +167,10 @@ def test_a_descriptor_held_elsewhere_cannot_write_committed_files(ids: str, tmp_
             "tracked.txt": tracked.read_text(),
             "newdir/planted.sh": (account.project / "newdir" / "planted.sh").exists(),
         }
+        planted = account.project / "newdir" / "planted.sh"
+        if planted.exists():
+            st = planted.stat()
+            late["newdir/planted.sh mode, owner"] = f"{st.st_mode:o} {st.st_uid}"
         assert late == {"note.txt": "benign note\n", "tracked.txt": "original\nbenign edit\n",
                         "newdir/planted.sh": False}, (
             "a process of another session wrote the real tree after commit, through "
