@@ -61,7 +61,7 @@ def commit(args: argparse.Namespace) -> int:
         live = ctx.engine(session).layers(session)
         _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
     seen = shown.current(session)   # before the release, which may tidy the call records
-    with upper_at_rest(ctx, session) as layers:
+    with upper_at_rest(ctx, session, unheld=True) as layers:
         if seen is not None:   # the sandbox is stopped: what is compared is what is applied
             _refuse_changed(shown.late(seen, lambda: pending(ctx, session), paths))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),

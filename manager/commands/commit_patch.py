@@ -36,7 +36,7 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
     if not choices.partial and not choices.whole:
         ui.out("nothing chosen: everything stays pending")
         return 0
-    with upper_at_rest(ctx, session) as layers:
+    with upper_at_rest(ctx, session, unheld=True) as layers:
         # Applied only as shown: nothing runs in the sandbox from here on, so what is
         # checked now is what is applied.
         _refuse_changed(shown.changed(seen, choices.whole))

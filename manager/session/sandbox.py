@@ -7,6 +7,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from collections.abc import Iterator
+from pathlib import Path
 
 from manager.changes import model
 from manager.changes import seen
@@ -24,6 +25,25 @@ if TYPE_CHECKING:
     from manager.engines.base import Engine
 
 REVIEW_CACHE = "review.cache"
+
+
+def _overlay_uppers(upper: Path) -> list[Path]:
+    """The directories of ``upper`` an overlay of the session may have used as its upper: the
+    upper itself, and each entry of the directories at or above a host mount point (the
+    overlay and try engines mount one overlay per entry of such a directory, its upper the
+    entry's in ``upper``; an entry no overlay used is probed in vain, never wrongly)."""
+    from manager.engines.overlay.holder import mountinfo
+
+    levels = {"/"}
+    for point in mountinfo.points(mountinfo.read()):
+        parts = point.strip("/").split("/")
+        levels.update("/" + "/".join(parts[:i]) for i in range(len(parts) + 1))
+    found = [upper]
+    for level in sorted(levels):
+        here = upper / level.lstrip("/")
+        with contextlib.suppress(OSError):
+            found += [here / name for name in os.listdir(here)]
+    return list(dict.fromkeys(found))
 
 
 def pending(ctx: Context, session: Session, summarize: int | None = None,
@@ -69,14 +89,39 @@ def _hidden(ctx: Context) -> list[str]:
 
 
 @contextlib.contextmanager
-def upper_at_rest(ctx: Context, session: Session) -> Iterator[list[model.Layer]]:
+def upper_at_rest(ctx: Context, session: Session, *, unheld: bool = False) -> Iterator[list[model.Layer]]:
     """The session's upper layers, locked and with the engine stopped, so nothing
     changes them while they are applied or dropped (an upper dir must not change
-    under a live overlay mount)."""
+    under a live overlay mount). ``unheld`` (commit): and no overlay of them lives on in a
+    descriptor held outside the session (:func:`refuse_held`)."""
     engine = ctx.engine(session)
     with store.lock(session, timeout=ctx.config["commit.wait_seconds"]):
         engine.release(session)
-        yield engine.layers(session)
+        layers = engine.layers(session)
+        if unheld:
+            refuse_held(session, layers)
+        yield layers
+
+
+def refuse_held(session: Session, layers: list[model.Layer]) -> None:
+    """Nothing is applied while an overlay of the session's uppers lives on: a descriptor a
+    command handed to a process outside the session writes the upper, and, once commit has
+    renamed an upper entry into place, the real file (manager/fs/overlay_inuse.py)."""
+    from manager.errors import WorkspaceError
+    from manager.fs import overlay_inuse
+
+    uppers = [upper for layer in layers for upper in _overlay_uppers(layer.upper)]
+    held = overlay_inuse.still_used(uppers, session.sandbox)
+    if held:
+        from manager import ui
+
+        names = ", ".join(ui.quote(str(p)) for p in held[:3]) + (" ..." if len(held) > 3 else "")
+        raise WorkspaceError(
+            f"a process outside session {session.id} still holds its sandbox open (a descriptor "
+            f"a command handed out; the sandbox over {names}): it could write what commit "
+            "applies, and the real files once they are in place; nothing was committed",
+            hint="end that process (it may be another session's command), then commit again; "
+                 "or workspace discard --yes")
 
 
 def run(ctx: Context, session: Session, request: RunRequest,

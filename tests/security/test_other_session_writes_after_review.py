@@ -145,3 +145,71 @@ def test_another_sessions_process_cannot_write_what_commit_applies(ids: str, tmp
             receiver.kill()
             receiver.wait(timeout=10)
         accounts.clean(account)
+
+
+HOLD = """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0" + sys.argv[1])
+s.listen(2)
+c, _ = s.accept()
+_, fds, _, _ = socket.recv_fds(c, 100, 1)
+print("received", len(fds), flush=True)
+go, _ = s.accept()
+print("asked", go.recv(10).decode(), flush=True)
+if go.recv(10) == b"":
+    pass
+"""
+
+MAKE_AND_SEND = """
+import os, socket, sys, time
+os.makedirs("fresh", exist_ok=True)
+with open("fresh/a.txt", "w") as f:
+    f.write("reviewed\\n")
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\\0" + sys.argv[1])
+        break
+    except OSError:
+        s.close()
+        time.sleep(0.1)
+socket.send_fds(s, [b"dir"], [os.open("fresh", os.O_RDONLY | os.O_DIRECTORY)])
+print("sent", flush=True)
+"""
+
+
+@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+def test_commit_waits_for_no_process_outside_to_hold_the_sandbox(ids: str, tmp_path: Path) -> None:
+    """Between commit's check and its last rename, and after it: a descriptor of the overlay
+    held outside the session writes the upper, and a new directory commit renamed into the
+    real tree through it. Commit applies nothing while an overlay of the session lives on
+    (manager/fs/overlay_inuse.py), and applies what review showed once none does."""
+    account, env = _account(ids, tmp_path)
+    other = account.base / "other"
+    other.mkdir()
+    account.chown(other)
+    name = f"ws-held-{uuid.uuid4().hex[:12]}"
+    full = account.env(**env)
+    holder = subprocess.Popen(
+        [*account.prefix, "env", *(f"{k}={v}" for k, v in full.items()), account.python, "-m",
+         "manager", "run", "--project", str(other), "--", "python3", "-c", HOLD, name],
+        cwd=other, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sent = account.ws("run", "--", "python3", "-c", MAKE_AND_SEND, name, env=env, timeout=60)
+        assert "sent" in sent.stdout, sent
+        account.ws("status", env=env, check=True)
+        refused = account.ws("commit", env=env, timeout=60)
+        assert refused.returncode != 0 and "holds its sandbox open" in refused.stderr, refused
+        assert not (account.project / "fresh").exists()
+        _say_go(name)   # the holder ends; nothing holds the sandbox now
+        out, err = holder.communicate(timeout=60)
+        assert "asked" in out, (out, err)
+        done = account.ws("commit", env=env, timeout=60)
+        assert done.returncode == 0, done
+        assert (account.project / "fresh/a.txt").read_text() == "reviewed\n"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=10)
+        accounts.clean(account)
