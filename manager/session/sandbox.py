@@ -113,13 +113,10 @@ def refuse_held(session: Session, layers: list[model.Layer]) -> None:
     uppers = [upper for layer in layers for upper in _overlay_uppers(layer.upper)]
     held = overlay_inuse.still_used(uppers, session.sandbox)
     if held:
-        from manager import ui
-
-        names = ", ".join(ui.quote(str(p)) for p in held[:3]) + (" ..." if len(held) > 3 else "")
         raise WorkspaceError(
             f"a process outside session {session.id} still holds its sandbox open (a descriptor "
-            f"a command handed out; the sandbox over {names}): it could write what commit "
-            "applies, and the real files once they are in place; nothing was committed",
+            f"a command handed out, into {len(held)} of its overlays): it could write what "
+            "commit applies, and the real files once they are in place; nothing was committed",
             hint="end that process (it may be another session's command), then commit again; "
                  "or workspace discard --yes")
 
