@@ -14,6 +14,8 @@ included (/proc/sys/user/max_user_namespaces, ~96k here). A sandboxed call can m
 each chain kept alive by one descriptor of its deepest /proc/self/ns/user): ~3,000 forks,
 ~15 s. Then the probe's unshare fails with ENOSPC, the probe says "unshare", commit applies
 while the descriptor is held, and the holder writes the real files (pass 16's attack, whole).
+With subordinate ids commit then crashes in tidy_upper (PermissionError removing an upper
+directory it would enter a user namespace for), after the files are already in place.
 
 Reproduction (ordinary user, overlay engine): in project Q, ``workspace run -- python3
 recv.py`` (receives descriptors of P's overlay files over an abstract unix socket, then
