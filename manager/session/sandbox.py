@@ -88,6 +88,11 @@ def _hidden(ctx: Context) -> list[str]:
     return hide.never_written(ctx.config, str(ctx.project))
 
 
+# Engines whose overlays are mounted on this host over the session's uppers (the container
+# engines' live in the engine's namespaces, their descriptors in its network namespace).
+HOST_OVERLAYS = ("overlay", "try")
+
+
 @contextlib.contextmanager
 def upper_at_rest(ctx: Context, session: Session, *, unheld: bool = False) -> Iterator[list[model.Layer]]:
     """The session's upper layers, locked and with the engine stopped, so nothing
@@ -98,7 +103,7 @@ def upper_at_rest(ctx: Context, session: Session, *, unheld: bool = False) -> It
     with store.lock(session, timeout=ctx.config["commit.wait_seconds"]):
         engine.release(session)
         layers = engine.layers(session)
-        if unheld:
+        if unheld and engine.name in HOST_OVERLAYS:
             refuse_held(session, layers)
         yield layers
 
@@ -112,6 +117,12 @@ def refuse_held(session: Session, layers: list[model.Layer]) -> None:
 
     uppers = [upper for layer in layers for upper in _overlay_uppers(layer.upper)]
     held = overlay_inuse.still_used(uppers, session.sandbox)
+    if held is None:   # an error, not a kernel without the mark (overlay in user namespaces has it)
+        raise WorkspaceError(
+            f"cannot tell whether a process outside session {session.id} still holds its "
+            "sandbox open (the probe could not run: out of user or mount namespaces?); "
+            "nothing was committed",
+            hint="try again later; if it persists, see `workspace doctor`, or workspace discard --yes")
     if held:
         raise WorkspaceError(
             f"a process outside session {session.id} still holds its sandbox open (a descriptor "

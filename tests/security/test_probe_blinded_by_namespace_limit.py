@@ -46,7 +46,8 @@ import pytest
 
 from tests.engines import accounts
 
-pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
+# Alone: it uses up the account's user namespaces, which every other test of it needs meanwhile.
+pytestmark = [pytest.mark.engine, pytest.mark.needs_root, pytest.mark.alone]
 
 RECEIVE = r"""
 import ctypes, os, resource, socket, sys, time

@@ -35,12 +35,13 @@ def mount_points() -> list[tuple[str, str]]:
     return sorted(found.items(), key=lambda item: (item[0].count("/"), item[0]))
 
 
-def run_mount(*args: str) -> str | None:
-    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+def run_mount(*args: str, pass_fds: tuple[int, ...] = ()) -> str | None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True, pass_fds=pass_fds)
     return None if proc.returncode == 0 else (proc.stderr.strip() or f"mount exited {proc.returncode}")
 
 
 SKELETON_FILE_LIMIT = 1 << 20
+DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # overlayfs cannot pass connect() through to a socket of its lower layer (ECONNREFUSED):
 # sockets in the directories daemons use are bound over their overlay copies.
 SOCKET_ROOTS = ("/run", "/tmp", "/var/tmp")
@@ -103,7 +104,7 @@ class Builder:
             # overlayfs cannot copy up a directory whose owner has no id in this user
             # namespace (EOVERFLOW): without these nothing could be written in the project.
             with contextlib.suppress(OSError):
-                self.make_upper(project)
+                os.close(self.make_upper(project))
         self.level("/")
         self.bind_files()
         self.private_shm()
@@ -259,32 +260,54 @@ class Builder:
         """``masked``: ``lower`` is the real directory, below the mask layer of ``point``."""
         if any(c in p for p in (point, lower) for c in ",:"):
             return "path has ',' or ':' (overlayfs option syntax)"
-        upper = self.make_upper(point)
-        work = self.work_dir(point)
-        lowers = self.masks.lower(point, lower) if masked else lower
-        options = f"userxattr,index=off,lowerdir={lowers},upperdir={upper},workdir={work}"
-        return run_mount("-t", "overlay", "overlay", "-o", options, str(self.at(self.root, point)))
+        try:
+            upper = self.make_upper(point)
+        except OSError as exc:
+            return str(exc)
+        try:
+            work = self.work_dir(point)
+            lowers = self.masks.lower(point, lower) if masked else lower
+            # The upper by its descriptor: no path is looked up again after make_upper's walk.
+            options = (f"userxattr,index=off,lowerdir={lowers},upperdir=/proc/self/fd/{upper},"
+                       f"workdir={work}")
+            return run_mount("-t", "overlay", "overlay", "-o", options,
+                             str(self.at(self.root, point)), pass_fds=(upper,))
+        finally:
+            os.close(upper)
 
-    def make_upper(self, point: str) -> Path:
-        """The upper directory for ``point``, each level with the real one's mode and owner.
+    def make_upper(self, point: str) -> int:
+        """A descriptor of the upper directory for ``point`` (the caller closes it), each
+        level with the real one's mode and owner.
 
         An overlay's root directory takes its attributes from the upper layer, so
         /tmp must keep 1777 and /root 0700. These directories are scaffolding,
-        recorded so that review does not list them as changes.
+        recorded so that review does not list them as changes. The walk follows no link:
+        below the sandbox's upper directory every name is the sandbox's to make, and a
+        symlink a command left where a real directory appeared later would point the
+        holder's chmod, chown and mount at any host path (attack pass 17). An entry there
+        that is not a directory is an error: the point is not overlaid.
         """
-        current, real = self.upper, "/"
-        for part in [p for p in point.split("/") if p]:
-            current, real = current / part, os.path.join(real, part)
-            if not current.exists():
-                current.mkdir()
-                self.scaffold.append(real)
-            st = os.stat(self.real_prefix + real)
-            os.chmod(current, st.st_mode & 0o7777)
-            _chown_like(current, st)
-        root = os.stat(self.real_prefix + "/")
-        os.chmod(self.upper, root.st_mode & 0o7777)
-        _chown_like(self.upper, root)
-        return current
+        fd = os.open(self.upper, DIR_NOFOLLOW)
+        try:
+            real = "/"
+            _like(fd, os.stat(self.real_prefix + real))
+            for part in [p for p in point.split("/") if p]:
+                real = os.path.join(real, part)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                    self.scaffold.append(real)
+                try:
+                    below = os.open(part, DIR_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    raise OSError(exc.errno, f"the sandbox holds a non-directory at {real} "
+                                  f"(upper {self.upper}{real}): {exc.strerror}") from None
+                os.close(fd)
+                fd = below
+                _like(fd, os.stat(self.real_prefix + real))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def socket_dirs(self) -> list[str]:
         """Where a daemon that starts later would make its socket: the roots, and the
@@ -315,14 +338,24 @@ class Builder:
 
 
 def _chown_like(path: Path, st: os.stat_result) -> None:
-    """The real owner; one this namespace does not map reads as the namespace's root
-    (root's directories show as root's: /, /tmp; they may be the user's on disk between
-    holders, see hand_back)."""
+    """The real owner (see :func:`_like`), of an entry the holder staged itself."""
     try:
         os.lchown(path, st.st_uid, st.st_gid)
     except OSError:
         with contextlib.suppress(OSError):
             os.lchown(path, 0, 0)
+
+
+def _like(fd: int, st: os.stat_result) -> None:
+    """The real directory's mode, and its owner; one this namespace does not map reads as
+    the namespace's root (root's directories show as root's: /, /tmp; they may be the
+    user's on disk between holders, see hand_back)."""
+    os.fchmod(fd, st.st_mode & 0o7777)
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, 0, 0)
 
 
 def listening_sockets() -> frozenset[str]:

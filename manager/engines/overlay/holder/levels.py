@@ -71,7 +71,7 @@ class Skeletons(Protocol):
 
     def at(self, base: Path, point: str) -> Path: ...
     def skeleton_entry(self, real: str, copy: Path) -> str: ...
-    def make_upper(self, point: str) -> Path: ...
+    def make_upper(self, point: str) -> int: ...
     def work_dir(self, point: str) -> Path: ...
     def has_mounts_below(self, path: str) -> bool: ...
 
@@ -172,9 +172,8 @@ def refresh(builder: Skeletons, level: str, names: set[str]) -> None:
             if k in ("dir", "bind") and not builder.has_mounts_below(os.path.join(level, n))
             and not (lost and k == "dir" and n in had_dir)}
     try:
-        upper, work = str(builder.make_upper(level)), str(builder.work_dir(level))
-        with host_view(builder):
-            new = overlay_fd(str(skeleton), upper, work)
+        with upper_of(builder, level) as upper, host_view(builder):
+            new = overlay_fd(str(skeleton), upper, str(builder.work_dir(level)))
     except FileNotFoundError:
         if os.path.isdir(real):
             raise
@@ -201,9 +200,9 @@ def refresh_entry(builder: Skeletons, point: str) -> None:
     children = child_mounts(point)
     if children is None:
         raise RuntimeError(f"{point}: nothing is mounted there")
-    upper, work = str(builder.make_upper(point)), str(builder.work_dir(point))
-    with host_view(builder):
-        new = overlay_fd(builder.masks.lower(point, builder.real_prefix + point), upper, work)
+    with upper_of(builder, point) as upper, host_view(builder):
+        new = overlay_fd(builder.masks.lower(point, builder.real_prefix + point), upper,
+                         str(builder.work_dir(point)))
     try:
         attach(new, AT_FDCWD, point, MOVE_MOUNT_BENEATH)
         for child in children:
@@ -250,14 +249,25 @@ def host_view(builder: Skeletons) -> Iterator[None]:
             os._exit(70)
 
 
+@contextlib.contextmanager
+def upper_of(builder: Skeletons, point: str) -> Iterator[str]:
+    """``point``'s upper directory as its descriptor's path: overlay takes the directory
+    make_upper's no-follow walk opened, never a path looked up again (a command may have
+    made a symlink of it meanwhile: attack pass 17)."""
+    fd = builder.make_upper(point)
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
 def _mount_entry(builder: Skeletons, level: str, name: str, kind: str, new: int) -> None:
     path = os.path.join(level, name)
     real = builder.real_prefix + path
     try:
         if kind == "dir":
-            upper, work = str(builder.make_upper(path)), str(builder.work_dir(path))
-            with host_view(builder):
-                fd = overlay_fd(builder.masks.lower(path, real), upper, work)
+            with upper_of(builder, path) as upper, host_view(builder):
+                fd = overlay_fd(builder.masks.lower(path, real), upper, str(builder.work_dir(path)))
         else:
             readonly = os.path.isfile(real)
             with host_view(builder):
