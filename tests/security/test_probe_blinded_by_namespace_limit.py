@@ -34,6 +34,7 @@ a namespace made before any call: e.g. the holder's or a probe kept from prepare
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -224,10 +225,8 @@ def test_a_blinded_probe_lets_a_held_descriptor_write_committed_files(
             f"commit said: {done.stdout!r} {done.stderr!r}; holder: {out!r}")
     finally:
         if not told_go:
-            try:
+            with contextlib.suppress(OSError):
                 _tell(name, b"go", timeout=2)
-            except OSError:
-                pass
         if receiver.poll() is None:
             receiver.kill()
             receiver.wait(timeout=10)
