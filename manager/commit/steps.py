@@ -2,13 +2,14 @@
 
 Every real path is always either its old or its new entry:
 
-* A file, symlink or special file arrives by one ``rename``. On the upper's
-  own filesystem the upper entry itself is renamed into place: no data is
-  copied, and the upper entry disappears in the same atomic step, so the
-  overlay stops showing it as pending. Elsewhere, or when the upper entry has
-  other hard links (which would go on sharing the real file's inode), it is
-  copied to a temporary name beside its destination first, and the upper
-  entry is removed after.
+* A file, symlink or special file arrives by one ``rename`` of a copy: it is
+  copied to a temporary name beside its destination first, and the upper entry
+  is removed after. Never the upper entry itself: an overlay of the sandbox
+  still alive (a descriptor a command handed to a process outside the session)
+  reaches the inode its upper entry is, wherever that inode is renamed to, so a
+  real file that *is* an upper inode could be written after commit (attack
+  passes 16 and 18). What becomes real is a fresh inode, which no overlay ever
+  exposed.
 * A directory tree leaves by a rename to a temporary name, then is deleted.
 * Type changes (file <-> directory) cannot be one rename: the old entry goes,
   then the new one arrives; a crash in between leaves the path missing until the
@@ -48,10 +49,8 @@ from manager.commit.safefs import overlay_xattrs
 from manager.commit.safefs import proc_path
 from manager.commit.safefs import rel_parts
 from manager.commit.safefs import remove_at
-from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.commit.safefs import syncfs
-from manager.commit.treemove import move_tree
 from manager.commit.trees import LEFT
 from manager.commit.trees import Census
 from manager.commit.trees import publish
@@ -79,7 +78,6 @@ class _Pending:
     step: Step
     temp: str | None = None  # a prepared copy beside the destination
     size: int = 0            # bytes copied (a batch's worth is flushed at once)
-    moved: int = 0           # bytes moved by a rename (progress counts them too)
 
 
 class Executor:
@@ -125,25 +123,17 @@ class Executor:
         self._sync_uppers()
         batch: list[_Pending] = []
         size = written = 0
-        skip = extra = 0   # extra: the paths below tree steps (progress counts paths)
+        extra = 0   # the paths below tree steps (progress counts paths)
         total = len(steps) + sum(len(c.entries) for c in self.trees.values())
         for done, step in enumerate(steps, 1):
             if step.action == "tree" and step.path in self.trees:
                 extra += len(self.trees[step.path].entries)
-            if skip:   # committed with its new directory's tree (treemove)
-                skip -= 1
-                continue
-            moved = move_tree(self, steps, done - 1)
-            if moved is not None:
-                self.outcome.applied.extend(moved.steps)
-                skip, written = len(moved.steps) - 1, written + moved.size
-                continue
             item = self._try_prepare(step)
             written, self.tree_bytes = written + self.tree_bytes, 0
             if item is not None:
                 batch.append(item)
                 size += item.size
-                written += item.size + item.moved
+                written += item.size
             if len(batch) >= BATCH_STEPS or size >= BATCH_BYTES:
                 self._flush(batch)
                 batch, size = [], 0
@@ -230,9 +220,8 @@ class Executor:
             self._remove_real(step, dir_fd, name)
             if step.upper is not None and not step.keep_upper:
                 self._later.append(step)
-        elif item.temp is None:
-            self._move_upper(step, dir_fd, name)
         else:
+            assert item.temp is not None   # a write: always a copy (_prepare_write)
             self._clear_dir(step, dir_fd, name)
             os.replace(item.temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             if not step.keep_upper:
@@ -282,14 +271,9 @@ class Executor:
         up_fd, up_name = self.upper_at(step)
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
         _refuse_unsupported(step, up_fd, up_name)
-        # A hard-linked upper entry is copied: renamed, its other names (left in the
-        # upper dir, never reviewed) would keep writing to the real file.
-        # So is one owned by another id (inside the sandbox's namespace) when only root
-        # could keep that owner: the copy is the committer's own.
-        own = os.geteuid() == 0 or ust.st_uid == os.geteuid()
-        if ust.st_dev == os.fstat(dir_fd).st_dev and not step.keep_upper and ust.st_nlink == 1 \
-                and own:
-            return _Pending(step, moved=ust.st_size if stat.S_ISREG(ust.st_mode) else 0)
+        # Always a copy (see the module's docstring): renamed, the upper inode would stay
+        # within reach of the overlay's descriptors, and of its other hard links (left in
+        # the upper dir, never reviewed); and the copy is the committer's own.
         return _Pending(step, self._copy_beside(step, up_fd, up_name, ust, dir_fd), ust.st_size)
 
     def _copy_beside(self, step: Step, up_fd: int, up_name: str, ust: os.stat_result,
@@ -301,38 +285,6 @@ class Executor:
             self._drop_temp(step, temp)
             raise
         return temp
-
-    def _move_upper(self, step: Step, dir_fd: int, name: str) -> None:
-        up_fd, up_name = self.upper_at(step)
-        # For an ordinary user a read-only file keeps its user.overlay.* attributes, and a
-        # read-only upper directory its entries (EACCES/EPERM); EXDEV: same device, other
-        # mounts (bind mounts). A copy needs none of that, and changes no mode.
-        try:
-            strip_overlay_xattrs(up_fd, up_name, overlay_xattrs(up_fd, up_name))
-            movable = True
-        except PermissionError:
-            movable = False
-        self._clear_dir(step, dir_fd, name)
-        try:
-            if movable:
-                os.replace(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
-                return
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM):
-                raise
-        self._copy_now(step, up_fd, up_name, dir_fd, name)
-
-    def _copy_now(self, step: Step, up_fd: int, up_name: str, dir_fd: int, name: str) -> None:
-        ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
-        temp = self._copy_beside(step, up_fd, up_name, ust, dir_fd)
-        if stat.S_ISREG(ust.st_mode):
-            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        self._later.append(step)
 
     def _drop_temp(self, step: Step, temp: str) -> None:
         try:

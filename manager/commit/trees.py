@@ -1,5 +1,5 @@
 """A directory the sandbox created, committed as one step: read once, planned and journaled
-as one entry, published by one rename.
+as one entry, published by one rename of a copy.
 
 When the walk of the upper (:func:`manager.changes.model.read_changes`) meets a new
 directory (its real parent looked up, its own name absent), :class:`Collector` takes a
@@ -15,10 +15,10 @@ before: nothing here decides what a per-entry commit would refuse.
 Before planning, :func:`settle` reads out entry by entry each collapsed tree that cannot go
 whole: its real path exists now, a path named on the command line lies inside it, or an
 entry in it is excluded (the user's patterns, what ``hide`` keeps out, workspace's state).
-A tree step then publishes the tree with one ``rename`` (atomic: the real path is absent or
-whole). Where a rename cannot (another filesystem, a read-only upper parent for an ordinary
-user), the tree is copied beside its destination under a temporary name, the copy synced,
-and renamed into place: the same atomicity. A resumed commit finds the step done when the
+A tree step then publishes the tree as a copy: copied beside its destination under a
+temporary name, synced, and renamed into place with one ``rename`` (atomic: the real path is
+absent or whole). Never the upper tree itself: an overlay still alive elsewhere reaches the
+upper's inodes wherever they go (commit/steps.py). A resumed commit finds the step done when the
 upper tree is gone, applies it when the real path is absent, and otherwise leaves it to the
 fresh plan of the same commit, which reads the tree entry by entry (each entry a conflict
 or not, as ever).
@@ -26,7 +26,6 @@ or not, as ever).
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Callable
@@ -267,12 +266,8 @@ def publish(executor: Executor, step: Step, dir_fd: int, name: str) -> str | Non
         strip_overlay_xattrs(up_fd, f"{up_name}/{rel}" if rel else up_name, marks)
     executor.note_filesystem(dir_fd)
     executor.tree_bytes += census.size
-    try:
-        os.rename(up_name, name, src_dir_fd=up_fd, dst_dir_fd=dir_fd)
-        return None
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM):
-            raise
+    # A copy renamed into place, never the upper tree itself (commit/steps.py: an overlay
+    # still alive elsewhere reaches the upper's inodes wherever they go).
     _copy_tree(executor, step, up_fd, up_name, dir_fd, name)
     return None
 

@@ -27,6 +27,19 @@ if TYPE_CHECKING:
 REVIEW_CACHE = "review.cache"
 
 
+def _recorded_uppers(session: Session, layers: list[model.Layer]) -> list[Path]:
+    """The uppers of every point the overlay engine's holders mounted an overlay at
+    (holder/names.OVERLAID), over the layer of the host's root."""
+    from manager.engines.overlay.holder.names import OVERLAID
+
+    try:
+        points = (session.sandbox / OVERLAID).read_bytes().split(b"\0")
+    except OSError:
+        return []
+    roots = [layer.upper for layer in layers if layer.target == Path("/")]
+    return [root / os.fsdecode(p).lstrip("/") for root in roots for p in dict.fromkeys(points) if p]
+
+
 def _overlay_uppers(upper: Path) -> list[Path]:
     """The directories of ``upper`` an overlay of the session may have used as its upper: the
     upper itself, and each entry of the directories at or above a host mount point (the
@@ -116,6 +129,7 @@ def refuse_held(session: Session, layers: list[model.Layer]) -> None:
     from manager.fs import overlay_inuse
 
     uppers = [upper for layer in layers for upper in _overlay_uppers(layer.upper)]
+    uppers = list(dict.fromkeys([*uppers, *_recorded_uppers(session, layers)]))
     held = overlay_inuse.still_used(uppers, session.sandbox)
     if held is None:   # an error, not a kernel without the mark (overlay in user namespaces has it)
         raise WorkspaceError(

@@ -1,5 +1,6 @@
-"""A directory the sandbox created is committed by one rename of its tree, or entry by entry
-when anything in it needs more: never half of it, nothing published that was not planned."""
+"""A directory the sandbox created is committed whole (one rename of a copy of its tree), or
+entry by entry when anything in it needs more: never half of it, nothing published that was
+not planned, never an inode of the upper's."""
 
 from __future__ import annotations
 
@@ -53,15 +54,18 @@ def overlay_marks(root: Path) -> list[str]:
             if ".overlay." in x]
 
 
-def test_new_tree_is_one_rename(tmp_path: Path) -> None:
+def test_new_tree_is_published_whole_as_fresh_inodes(tmp_path: Path) -> None:
+    """Whole (one rename of a copy), and never the upper's own inodes: an overlay of the
+    sandbox still alive elsewhere reaches those wherever they go (attack passes 16, 18)."""
     tree = Tree.make(tmp_path / "t")
     write(tree.r("old.txt"), "real\n")
     top = build_new_tree(tree)
-    inode = os.stat(top).st_ino
+    uppers = {os.lstat(p).st_ino for p in [top, *top.rglob("*")]}
     expected = view(tree.upper, tree.real)
     result = commit(tree.session, tree.layers, tree.real)
     assert result.ok, result
-    assert os.stat(tree.r("new")).st_ino == inode           # the upper directory itself moved
+    real = tree.r("new")
+    assert not uppers & {os.lstat(p).st_ino for p in [real, *real.rglob("*")]}
     assert snapshot(tree.real) == expected
     assert len(result.applied) == 9                         # every entry reported, one by one
     assert read_changes(tree.layers, tree.real) == []

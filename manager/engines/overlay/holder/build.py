@@ -78,6 +78,7 @@ class Builder:
         self.scaffold: list[str] = []
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
         self.hidden: frozenset[str] = frozenset()   # mounted over (holder/hide.py): refreshes skip them
+        self.overlaid: set[str] = set()   # points recorded in names.OVERLAID by this holder
 
     def hide(self, hidden: frozenset[str]) -> None:
         """The hidden paths, before the build: it leaves them out (holder/masklayer.py)."""
@@ -307,7 +308,22 @@ class Builder:
         except BaseException:
             os.close(fd)
             raise
+        self._note_overlaid(point)
         return fd
+
+    def _note_overlaid(self, point: str) -> None:
+        """Record that an overlay's upper is ``point``'s, for good: commit probes each upper
+        an overlay of the session ever used (manager/fs/overlay_inuse.py), not those the
+        host's mounts suggest at commit (a mount gone meanwhile hid a level's: attack pass 18)."""
+        if point in self.overlaid:
+            return
+        self.overlaid.add(point)
+        fd = os.open(self.sandbox / names.OVERLAID, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, os.fsencode(point) + b"\0")
+        finally:
+            os.close(fd)
 
     def socket_dirs(self) -> list[str]:
         """Where a daemon that starts later would make its socket: the roots, and the

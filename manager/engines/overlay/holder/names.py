@@ -11,6 +11,7 @@ ROOT = "temproot"           # the sandbox's root, which the holder pivots into
 SKELETON = "skeleton"       # lower layers of the directories with mounts below them
 STAGING = "skeleton.new"    # a skeleton entry's next version, renamed into place
 SCAFFOLD = "scaffold.json"  # directories the holder made in upperdir (not changes)
+OVERLAID = "overlaid"       # every point an overlay was mounted at, NUL-ended (commit probes its upper)
 MOUNT_LOG = "mount.log"     # what the sandbox could not show as on the host
 LAST_USED = "last-used"     # touched by each call: the holder's idle clock
 HOLDER_PID = "holder.pid"
