@@ -32,31 +32,37 @@ CLONE_NEWUSER = 0x10000000
 SETTLE_SECONDS = 2.0   # the sandbox's own processes (its init, views) die after its holder
 
 
-def still_used(uppers: list[Path], beside: Path) -> list[Path] | None:
-    """Those of ``uppers`` a live overlay uses, looked at again for a moment while any is (a
-    stopped sandbox's last processes are going); None when this host cannot tell. ``beside``:
-    a directory on the uppers' file system for the probe's own overlay."""
+def still_used(uppers: list[Path], beside: Path, works: list[Path] | None = None) -> list[Path] | None:
+    """Those of ``uppers`` (upper directories) and ``works`` (work directories) a live overlay
+    uses, looked at again for a moment while any is (a stopped sandbox's last processes are
+    going); None when this host cannot tell. ``beside``: a directory on their file system
+    for the probe's own overlays."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
-        found = _probe([u for u in uppers if u.is_dir() and not u.is_symlink()], beside)
+        found = _probe([u for u in uppers if _plain_dir(u)],
+                       [w for w in works or [] if _plain_dir(w)], beside)
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
 
-def _probe(uppers: list[Path], beside: Path) -> list[Path] | None:
-    if not uppers:
+def _plain_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _probe(uppers: list[Path], works: list[Path], beside: Path) -> list[Path] | None:
+    if not uppers and not works:
         return []
     own = Path(tempfile.mkdtemp(prefix=".inuse-", dir=beside))
     try:
-        for name in ("upper", "work"):
+        for name in ("upper", "work", *(f"u{i}" for i in range(len(works) + 1))):
             (own / name).mkdir()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(read)
-                os.write(write, _in_child(uppers, own).encode())
+                os.write(write, _in_child(uppers, works, own).encode())
             finally:
                 os._exit(0)
         os.close(write)
@@ -67,11 +73,13 @@ def _probe(uppers: list[Path], beside: Path) -> list[Path] | None:
         _remove(own)
     if not said.startswith("ok"):
         return None
-    return [uppers[int(i)] for i in said.split()[1:]]
+    both = [*uppers, *works]
+    return [both[int(i)] for i in said.split()[1:]]
 
 
-def _in_child(uppers: list[Path], own: Path) -> str:
-    """"ok I J ...": the indexes of the uppers in use; anything else: cannot tell."""
+def _in_child(uppers: list[Path], works: list[Path], own: Path) -> str:
+    """"ok I J ...": the indexes (uppers, then works) of those in use; anything else: cannot
+    tell. It proves itself first on an upper and a work directory it holds in use."""
     libc = ctypes.CDLL(None, use_errno=True)
     uid, gid = os.geteuid(), os.getegid()
     if libc.unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWUSER | CLONE_NEWNS) != 0:
@@ -87,30 +95,52 @@ def _in_child(uppers: list[Path], own: Path) -> str:
             return "tmpfs"
         for name in ("lower", "work", "mnt", "held"):
             os.mkdir(f"{scratch}/{name}")
-        held = (f"lowerdir={scratch}/lower,upperdir={own}/upper,workdir={own}/work,userxattr")
+        held = f"lowerdir={scratch}/lower,upperdir={own}/upper,workdir={own}/work,userxattr"
         if libc.mount(b"overlay", f"{scratch}/held".encode(), b"overlay", 0, held.encode()) != 0:
             return "no overlay"
-        said = [_in_use(libc, scratch, path) for path in [own / "upper", *uppers]]
-        if said[0] is not True:   # its own upper, in use: the probe cannot tell here
+        proof = [_upper_in_use(libc, scratch, own / "upper"),
+                 _work_in_use(libc, scratch, own / f"u{len(works)}", own / "work")]
+        if proof != [True, True]:   # its own, in use: the probe cannot tell here
             return "unproven"
+        said = [*(_upper_in_use(libc, scratch, u) for u in uppers),
+                *(_work_in_use(libc, scratch, own / f"u{i}", w) for i, w in enumerate(works))]
         # One this probe cannot read (an odd error, though the probe proved itself) counts
         # as used: what the sandbox made must not blind it.
-        return " ".join(["ok", *(str(i) for i, used in enumerate(said[1:]) if used is not False)])
+        return " ".join(["ok", *(str(i) for i, used in enumerate(said) if used is not False)])
     finally:
         libc.umount2(f"{scratch}/held".encode(), 2)   # MNT_DETACH
         libc.umount2(scratch.encode(), 2)
         os.rmdir(scratch)
 
 
-def _in_use(libc: ctypes.CDLL, scratch: str, upper: Path) -> bool | None:
-    # By name, escaped as overlay reads its options (it refuses a /proc/self/fd link here).
-    name = str(upper).replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
-    options = f"lowerdir={scratch}/lower,upperdir={name},workdir={scratch}/work,userxattr,index=on"
+def _escaped(path: Path) -> str:
+    """By name, escaped as overlay reads its options (it refuses a /proc/self/fd link here)."""
+    return str(path).replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
+def _upper_in_use(libc: ctypes.CDLL, scratch: str, upper: Path) -> bool | None:
+    """With its work directory on the probe's tmpfs: EBUSY (in use) or EINVAL (not on the
+    upper's mount: free), before anything is written."""
+    options = (f"lowerdir={scratch}/lower,upperdir={_escaped(upper)},workdir={scratch}/work,"
+               "userxattr,index=on")
     if libc.mount(b"overlay", f"{scratch}/mnt".encode(), b"overlay", 0, options.encode()) == 0:
         libc.umount2(f"{scratch}/mnt".encode(), 2)
         return None   # not the refusal it should be: this kernel cannot tell
     failed = ctypes.get_errno()
     return True if failed == errno.EBUSY else False if failed == errno.EINVAL else None
+
+
+def _work_in_use(libc: ctypes.CDLL, scratch: str, upper: Path, work: Path) -> bool | None:
+    """Over a fresh upper of the probe's beside it: EBUSY (in use), or it mounts (free; the
+    work directory gets overlay's scratch entries, and the mount goes at once). Every
+    overlay the holder mounts has a work directory of its own, so each live one holds its
+    mark (an upper's belongs to the first overlay over it only: attack pass 19)."""
+    options = (f"lowerdir={scratch}/lower,upperdir={_escaped(upper)},workdir={_escaped(work)},"
+               "userxattr,index=on")
+    if libc.mount(b"overlay", f"{scratch}/mnt".encode(), b"overlay", 0, options.encode()) == 0:
+        libc.umount2(f"{scratch}/mnt".encode(), 2)
+        return False
+    return True if ctypes.get_errno() == errno.EBUSY else None
 
 
 def _remove(own: Path) -> None:

@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 REVIEW_CACHE = "review.cache"
 
 
+def _work_dirs(session: Session) -> list[Path]:
+    """Every work directory an overlay of the session was given (the overlay engine gives
+    each its own; try's layout has the same directory)."""
+    from manager.engines.overlay.holder.names import WORK
+
+    try:
+        return sorted((session.sandbox / WORK).iterdir())
+    except OSError:
+        return []
+
+
 def _recorded_uppers(session: Session, layers: list[model.Layer]) -> list[Path]:
     """The uppers of every point the overlay engine's holders mounted an overlay at
     (holder/names.OVERLAID), over the layer of the host's root."""
@@ -130,7 +141,7 @@ def refuse_held(session: Session, layers: list[model.Layer]) -> None:
 
     uppers = [upper for layer in layers for upper in _overlay_uppers(layer.upper)]
     uppers = list(dict.fromkeys([*uppers, *_recorded_uppers(session, layers)]))
-    held = overlay_inuse.still_used(uppers, session.sandbox)
+    held = overlay_inuse.still_used(uppers, session.sandbox, _work_dirs(session))
     if held is None:   # an error, not a kernel without the mark (overlay in user namespaces has it)
         raise WorkspaceError(
             f"cannot tell whether a process outside session {session.id} still holds its "
