@@ -137,8 +137,11 @@ def _work_in_use(libc: ctypes.CDLL, scratch: str, upper: Path, work: Path) -> bo
     mark (an upper's belongs to the first overlay over it only: attack pass 19)."""
     options = (f"lowerdir={scratch}/lower,upperdir={_escaped(upper)},workdir={_escaped(work)},"
                "userxattr,index=on")
+    _remove(work / "index")   # an earlier probe's (the holder never asks for one): it would
+    #                           name that probe's upper, gone (ESTALE)
     if libc.mount(b"overlay", f"{scratch}/mnt".encode(), b"overlay", 0, options.encode()) == 0:
         libc.umount2(f"{scratch}/mnt".encode(), 2)
+        _remove(work / "index")
         return False
     return True if ctypes.get_errno() == errno.EBUSY else None
 
