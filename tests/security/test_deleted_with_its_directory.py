@@ -51,6 +51,13 @@ def test_a_replaced_file_gone_with_its_directory_stays_gone(ws: Runner, project:
     else:
         shutil.rmtree(project / "d")              # the user's deletion, outside
     time.sleep(1)   # the holder records within milliseconds
+    if walk:
+        # With the real directory gone, commit would add ``d`` itself, which the review
+        # did not read (it showed ``d/a.txt``): it asks for a review first, nothing applied.
+        late = ws("commit")
+        assert late.returncode == 1 and "changed after review" in late.stderr, late
+        assert not (project / "d").exists()
+        ws("status", check=True)
     code, result = commit_json(ws)
     # The conflict names the directory gone (what the sandbox had in it waits below it).
     assert [Path(c["path"]).name for c in result["conflicts"]] in (["d"], ["a.txt"]), result
