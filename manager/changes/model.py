@@ -30,6 +30,7 @@ from manager.session.paths import is_within as is_within  # the one rule, for it
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from collections.abc import Sequence
     from typing import Any
     from typing import Final
 
@@ -554,3 +555,13 @@ def select(changes: list[Change], paths: list[Path]) -> list[Change]:
     if not paths:
         return list(changes)
     return [c for c in changes if any(is_within(c.real_path, p) for p in paths)]
+
+
+def holds_a_mask(change: Change, kept: Sequence[str]) -> bool:
+    """A directory above a hidden path whose only change is its mode or owner: the engine
+    made it to hold the mask's mount point or whiteout (try and the container engines make
+    it 0755; $HOME is often 0700), or a command changed it; either way never shown, and
+    never applied (review and commit both ask here: attack pass 20)."""
+    if change.kind is not Kind.MODE or change.new_type is not EntryType.DIR:
+        return False
+    return any(is_within(k, change.real_path) and k != change.real_path for k in kept)

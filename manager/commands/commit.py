@@ -19,6 +19,7 @@ from manager.commit.session import commit_session
 from manager.errors import WorkspaceError
 from manager.session import reviewed
 from manager.session import shown
+from manager.session.sandbox import kept_out
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import pending
 from manager.session.sandbox import upper_at_rest
@@ -65,6 +66,7 @@ def commit(args: argparse.Namespace) -> int:
         if seen is not None:   # the sandbox is stopped: what is compared is what is applied
             _refuse_changed(shown.late(seen, lambda: pending(ctx, session), paths))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
+                              kept=kept_out(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"))
     if args.json:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import Layer
+from manager.changes.model import holds_a_mask
 from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
@@ -52,14 +53,18 @@ class SessionCommit:
 
 
 def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path], *,
-                   exclude: Sequence[str] = (), force: bool = False, allow_special: bool = False,
+                   exclude: Sequence[str] = (), kept: Sequence[str] = (), force: bool = False,
+                   allow_special: bool = False,
                    progress: apply.Progress | None = None) -> SessionCommit:
-    """Apply the session's changes at or below ``paths`` (all when empty)."""
+    """Apply the session's changes at or below ``paths`` (all when empty); ``kept``: the
+    paths kept out (state, hidden), above which a directory's mode is never applied, as
+    review never shows it (``holds_a_mask``)."""
     project = target.project
     done = SessionCommit(apply.CommitResult())
     apply.resume(target.session_dir, project, done.result)
     collector = trees.Collector(project)
-    changes = read_changes(list(layers), project, collapse=collector)
+    changes = [c for c in read_changes(list(layers), project, collapse=collector)
+               if not holds_a_mask(c, kept)]
     history = _history(target, changes, paths)
     dropped: list[Path] = []
     if history is not None:

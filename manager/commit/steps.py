@@ -78,6 +78,7 @@ class _Pending:
     step: Step
     temp: str | None = None  # a prepared copy beside the destination
     size: int = 0            # bytes copied (a batch's worth is flushed at once)
+    tree: bool = False       # a new directory's copy, whole (commit/trees.py)
 
 
 class Executor:
@@ -94,7 +95,6 @@ class Executor:
         self._later: list[Step] = []  # upper entries to remove once renames are durable
         self._real_fds: dict[int, int] = {}
         self.trees: dict[str, Census] = {}   # the plan's tree steps' censuses (empty: resumed)
-        self.tree_bytes = 0                  # moved by tree steps, for progress
 
     def close(self) -> None:
         for chain in (*self.real, *self.upper):
@@ -129,7 +129,6 @@ class Executor:
             if step.action == "tree" and step.path in self.trees:
                 extra += len(self.trees[step.path].entries)
             item = self._try_prepare(step)
-            written, self.tree_bytes = written + self.tree_bytes, 0
             if item is not None:
                 batch.append(item)
                 size += item.size
@@ -183,8 +182,7 @@ class Executor:
                 self.outcome.conflicts.append((step, verdict))
             return None
         if step.action == "tree":
-            self._publish_tree(step, dir_fd, name)
-            return None
+            return self._prepare_tree(step, dir_fd, name)
         if step.action == "dir":
             self._make_dir(step, dir_fd, name)
             return None
@@ -198,16 +196,15 @@ class Executor:
         if dev not in self._real_fds:
             self._real_fds[dev] = os.dup(dir_fd)
 
-    def _publish_tree(self, step: Step, dir_fd: int, name: str) -> None:
-        reason = publish(self, step, dir_fd, name)
-        if reason is None:
-            self.outcome.applied.append(step)
-        elif reason != LEFT:
-            self.outcome.conflicts.append((step, reason))
-
-    def remove_after_sync(self, step: Step) -> None:
-        """Remove the upper entry of ``step`` once the real filesystem is next synced."""
-        self._later.append(step)
+    def _prepare_tree(self, step: Step, dir_fd: int, name: str) -> _Pending | None:
+        """The tree's copy, renamed into place with the batch (:meth:`_publish`)."""
+        made = publish(self, step, dir_fd, name)
+        if isinstance(made, tuple):
+            temp, size = made
+            return _Pending(step, temp, size, tree=True)
+        if made != LEFT:
+            self.outcome.conflicts.append((step, made))
+        return None
 
     def _after_done(self, step: Step) -> None:
         if step.upper is not None and not step.keep_upper and step.action != "dir":
@@ -220,6 +217,10 @@ class Executor:
             self._remove_real(step, dir_fd, name)
             if step.upper is not None and not step.keep_upper:
                 self._later.append(step)
+        elif item.tree:
+            assert item.temp is not None
+            os.rename(item.temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            self._later.append(step)
         else:
             assert item.temp is not None   # a write: always a copy (_prepare_write)
             self._clear_dir(step, dir_fd, name)
@@ -349,8 +350,6 @@ class Executor:
     def _sync_reals(self) -> None:
         for fd in self._real_fds.values():
             syncfs(fd)
-
-    sync_reals = _sync_reals
 
 
 def _at(chain: DirChain, root: Path, path: str) -> tuple[int, str]:

@@ -248,8 +248,13 @@ def holding(trees: dict[str, Census], paths: Sequence[Path | str]) -> list[str]:
 # -- carrying out -----------------------------------------------------------------
 
 
-def publish(executor: Executor, step: Step, dir_fd: int, name: str) -> str | None:
-    """Put the tree of ``step`` in place; a conflict reason, :data:`LEFT`, or None (done)."""
+def publish(executor: Executor, step: Step, dir_fd: int, name: str) -> str | tuple[str, int]:
+    """Copy the tree of ``step`` beside its destination: (the copy's temporary name, its
+    bytes), which the executor renames into place with its batch, after the batch's sync
+    (never the upper tree itself: an overlay still alive elsewhere reaches the upper's
+    inodes wherever they go, commit/steps.py); or a conflict reason, or :data:`LEFT`. The
+    upper tree goes after the sync that follows the rename (a crash before leaves both: the
+    fresh plan finds each entry already there)."""
     if lstat_at(dir_fd, name) is not None:
         return LEFT if executor.check is not None else \
             "created outside the sandbox after the sandbox created it"
@@ -265,17 +270,6 @@ def publish(executor: Executor, step: Step, dir_fd: int, name: str) -> str | Non
     for rel, marks in census.marked:
         strip_overlay_xattrs(up_fd, f"{up_name}/{rel}" if rel else up_name, marks)
     executor.note_filesystem(dir_fd)
-    executor.tree_bytes += census.size
-    # A copy renamed into place, never the upper tree itself (commit/steps.py: an overlay
-    # still alive elsewhere reaches the upper's inodes wherever they go).
-    _copy_tree(executor, step, up_fd, up_name, dir_fd, name)
-    return None
-
-
-def _copy_tree(executor: Executor, step: Step, up_fd: int, up_name: str, dir_fd: int,
-               name: str) -> None:
-    """Copy beside the destination, sync, rename into place; the upper tree goes after the
-    next sync (a crash before leaves both: the fresh plan finds each entry already there)."""
     temp = executor.temp_name()
     os.mkdir(temp, 0o700, dir_fd=dir_fd)
     try:
@@ -283,9 +277,7 @@ def _copy_tree(executor: Executor, step: Step, up_fd: int, up_name: str, dir_fd:
     except BaseException:
         remove_at(dir_fd, temp)
         raise
-    executor.sync_reals()
-    os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    executor.remove_after_sync(step)
+    return temp, census.size
 
 
 def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str) -> None:

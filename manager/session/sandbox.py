@@ -12,7 +12,6 @@ from pathlib import Path
 from manager.changes import model
 from manager.changes import seen
 from manager.changes.model import Change
-from manager.changes.model import is_within
 from manager.changes.walkcache import WalkCache
 from manager.engines.base import RunRequest
 from manager.session import paths
@@ -86,24 +85,21 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     cache.save()
     # Writes a sandboxed command made into workspace's own state, or where the sandbox
     # hides the host's files (manager.hide), are never real changes.
-    kept = [str(paths.state_home()), *_hidden(ctx)]
+    kept = kept_out(ctx)
     inside = paths.within_any(kept)
     seen.update(session.dir, {r: u for r, u in over_real.items() if not inside(r)})
-    return [c for c in found if not inside(c.real_path) and not _holds_a_mask(c, kept)]
-
-
-def _holds_a_mask(change: Change, kept: list[str]) -> bool:
-    """A directory above a hidden path whose only change is its mode or owner: the engine
-    made it to hold the mask's mount point or whiteout (try and the container engines make
-    it 0755; $HOME is often 0700), not the agent. Never shown, never applied."""
-    if change.kind is not model.Kind.MODE or change.new_type is not model.EntryType.DIR:
-        return False
-    return any(is_within(k, change.real_path) and k != change.real_path for k in kept)
+    return [c for c in found if not inside(c.real_path) and not model.holds_a_mask(c, kept)]
 
 
 def never_committed(ctx: Context) -> list[str]:
     """The user's exclude patterns, workspace's own state and what is hidden (see ``pending``)."""
-    return [*ctx.config["exclude"], str(paths.state_home()), *_hidden(ctx)]
+    return [*ctx.config["exclude"], *kept_out(ctx)]
+
+
+def kept_out(ctx: Context) -> list[str]:
+    """Workspace's own state and what is hidden: never a change, nor the mode or owner of a
+    directory above them (``model.holds_a_mask``)."""
+    return [str(paths.state_home()), *_hidden(ctx)]
 
 
 def _hidden(ctx: Context) -> list[str]:
