@@ -44,16 +44,17 @@ real tree; the user ends the holder and commits, or discards.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.engines import accounts
+from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import account_for
+from tests.security.two_sessions import say
+from tests.security.two_sessions import text
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
@@ -106,46 +107,9 @@ print("sent", flush=True)
 """
 
 
-def _path_without(account: accounts.Account, *tools: str) -> str:
-    shadow = account.base / "shadow-bin"
-    shadow.mkdir(exist_ok=True)
-    for tool in tools:
-        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
-        (shadow / tool).chmod(0o755)
-    account.chown(shadow, *(shadow / t for t in tools))
-    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-
-
-def _account(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
-    account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
-    env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
-        if ids == "single-mapping" else {}
-    return account, env
-
-
-def _say_go(name: str) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect("\0" + name)
-            s.sendall(b"go")
-            s.close()
-            return
-        except OSError:
-            s.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _text(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
-
-
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+@pytest.mark.parametrize("ids", ID_SETUPS)
 def test_a_descriptor_held_elsewhere_cannot_write_committed_files(ids: str, tmp_path: Path) -> None:
-    account, env = _account(ids, tmp_path)
+    account, env = account_for(ids, tmp_path)
     tracked = account.project / "tracked.txt"
     tracked.write_text("original\n")
     account.chown(tracked)
@@ -171,13 +135,13 @@ def test_a_descriptor_held_elsewhere_cannot_write_committed_files(ids: str, tmp_
         assert not refused or "holds its sandbox open" in done.stderr, done
         note = "" if refused else "benign note\n"
         edited = "original\n" if refused else "original\nbenign edit\n"
-        assert _text(account.project / "note.txt") == note, done
+        assert text(account.project / "note.txt") == note, done
         assert tracked.read_text() == edited, done
-        _say_go(name)
+        say(name)
         out, err = receiver.communicate(timeout=60)
         assert "wrote" in out, (out, err)
         late = {
-            "note.txt": _text(account.project / "note.txt"),
+            "note.txt": text(account.project / "note.txt"),
             "tracked.txt": tracked.read_text(),
             "newdir/planted.sh": (account.project / "newdir" / "planted.sh").exists(),
         }

@@ -55,8 +55,6 @@ records every point it mounted an overlay at, which the probe takes (holder/name
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import time
 import uuid
@@ -66,6 +64,11 @@ import pytest
 
 from manager.engines.overlay import engine as overlay_engine
 from tests.engines import accounts
+from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import account_for
+from tests.security.two_sessions import sandbox_of
+from tests.security.two_sessions import say
+from tests.security.two_sessions import wait_line
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
@@ -118,57 +121,11 @@ print("sent", flush=True)
 """
 
 
-def _path_without(account: accounts.Account, *tools: str) -> str:
-    shadow = account.base / "shadow-bin"
-    shadow.mkdir(exist_ok=True)
-    for tool in tools:
-        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
-        (shadow / tool).chmod(0o755)
-    account.chown(shadow, *(shadow / t for t in tools))
-    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-
-
-def _account(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
-    account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
-    env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
-        if ids == "single-mapping" else {}
-    return account, env
-
-
-def _say(name: str, what: bytes) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect("\0" + name)
-            s.sendall(what)
-            s.close()
-            return
-        except OSError:
-            s.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _sandbox_of(account: accounts.Account, project: Path) -> Path:
-    for session in account.state.glob("workspace/sessions/*"):
-        if json.loads((session / "session.json").read_text()).get("project") == str(project):
-            return session / "sandbox"
-    raise AssertionError(f"no session of {project}")
-
-
-def _wait_line(proc: subprocess.Popen[str], word: str) -> None:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip() == word, (line, proc.poll())
-
-
 @pytest.mark.parametrize("how", ["killed", "outside-write"])
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+@pytest.mark.parametrize("ids", ID_SETUPS)
 def test_commit_sees_an_overlay_mounted_over_an_upper_already_in_use(ids: str, how: str,
                                                                      tmp_path: Path) -> None:
-    account, env = _account(ids, tmp_path)
+    account, env = account_for(ids, tmp_path)
     if how == "outside-write":
         # The agent's Write tool (real project files, by design): an untrusted project file
         # may add to ``hide``; a glob below the project makes every outside change there
@@ -188,11 +145,11 @@ def test_commit_sees_an_overlay_mounted_over_an_upper_already_in_use(ids: str, h
     try:
         sent = account.ws("run", "--", "python3", "-c", SEND_PROJECT, name, env=env, timeout=60)
         assert "sent" in sent.stdout, sent
-        _wait_line(holder, "first")
+        wait_line(holder, "first")
         # A's holder goes (killed: as an idle exit or commit's release; outside-write: it
         # retires at the next call, the agent's doing): the first overlay lives on through
         # the descriptor held in session B.
-        sandbox = _sandbox_of(account, account.project)
+        sandbox = sandbox_of(account, account.project)
         pid = overlay_engine.holder_pid(sandbox)
         assert pid is not None
         if how == "killed":
@@ -206,16 +163,16 @@ def test_commit_sees_an_overlay_mounted_over_an_upper_already_in_use(ids: str, h
         made = account.ws("run", "--", "python3", "-c", MAKE_AND_SEND, name, env=env, timeout=60)
         assert "sent" in made.stdout, made
         assert overlay_engine.holder_pid(sandbox) not in (None, pid), "no fresh holder"
-        _wait_line(holder, "second")
-        _say(name, b"drop")
-        _wait_line(holder, "dropped")
+        wait_line(holder, "second")
+        say(name, b"drop")
+        wait_line(holder, "dropped")
         review = json.loads(account.ws("status", "--json", env=env, check=True).stdout)
         assert not review.get("running"), review
         account.ws("diff", env=env, check=True)
         done = account.ws("commit", env=env, timeout=60)
         refused = done.returncode != 0
         assert not refused or "holds its sandbox open" in done.stderr, done
-        _say(name, b"go")
+        say(name, b"go")
         out, err = holder.communicate(timeout=60)
         # Through its descriptor it writes the sandbox's upper (or, the directory gone with
         # the commit, nothing at all): never the real project (commit copies, never moves).

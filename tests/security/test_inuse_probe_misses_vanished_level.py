@@ -48,16 +48,16 @@ records every point it mounted an overlay at, which the probe takes (holder/name
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.engines import accounts
+from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import account_for
+from tests.security.two_sessions import say
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
@@ -95,42 +95,9 @@ print("sent", flush=True)
 """
 
 
-def _path_without(account: accounts.Account, *tools: str) -> str:
-    shadow = account.base / "shadow-bin"
-    shadow.mkdir(exist_ok=True)
-    for tool in tools:
-        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
-        (shadow / tool).chmod(0o755)
-    account.chown(shadow, *(shadow / t for t in tools))
-    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-
-
-def _account(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
-    account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
-    env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
-        if ids == "single-mapping" else {}
-    return account, env
-
-
-def _say_go(name: str) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect("\0" + name)
-            s.sendall(b"go")
-            s.close()
-            return
-        except OSError:
-            s.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+@pytest.mark.parametrize("ids", ID_SETUPS)
 def test_commit_probes_the_overlays_of_a_level_whose_mount_went_away(ids: str, tmp_path: Path) -> None:
-    account, env = _account(ids, tmp_path)
+    account, env = account_for(ids, tmp_path)
     mnt = account.base / "mnt"   # a host mount beside the project: its parent is a level
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "ws-attack18", str(mnt)], check=True)
@@ -155,7 +122,7 @@ def test_commit_probes_the_overlays_of_a_level_whose_mount_went_away(ids: str, t
         done = account.ws("commit", env=env, timeout=60)
         refused = done.returncode != 0
         assert not refused or "holds its sandbox open" in done.stderr, done
-        _say_go(name)
+        say(name)
         out, err = holder.communicate(timeout=60)
         # Through its descriptor it writes the sandbox's upper (or, the directory gone with
         # the commit, nothing at all): never the real project (commit copies, never moves).

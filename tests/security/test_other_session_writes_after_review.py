@@ -35,16 +35,16 @@ descriptor of the overlay outlives every process the session counts.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.engines import accounts
+from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import account_for
+from tests.security.two_sessions import say
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
@@ -79,44 +79,9 @@ print("sent", flush=True)
 """
 
 
-def _path_without(account: accounts.Account, *tools: str) -> str:
-    """PATH with a directory of links to every tool but ``tools`` first (no newuidmap: the
-    single mapping, as in test_root_call_undoes_nothing)."""
-    shadow = account.base / "shadow-bin"
-    shadow.mkdir(exist_ok=True)
-    for tool in tools:
-        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
-        (shadow / tool).chmod(0o755)
-    account.chown(shadow, *(shadow / t for t in tools))
-    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-
-
-def _account(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
-    account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
-    env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
-        if ids == "single-mapping" else {}
-    return account, env
-
-
-def _say_go(name: str) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect("\0" + name)
-            s.sendall(b"go")
-            s.close()
-            return
-        except OSError:
-            s.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+@pytest.mark.parametrize("ids", ID_SETUPS)
 def test_another_sessions_process_cannot_write_what_commit_applies(ids: str, tmp_path: Path) -> None:
-    account, env = _account(ids, tmp_path)
+    account, env = account_for(ids, tmp_path)
     other = account.base / "other"
     other.mkdir()
     account.chown(other)
@@ -132,7 +97,7 @@ def test_another_sessions_process_cannot_write_what_commit_applies(ids: str, tmp
         review = json.loads(account.ws("status", "--json", env=env, check=True).stdout)
         assert not review.get("running"), review
         assert not [c for c in review["changes"] if "injected" in json.dumps(c)], review
-        _say_go(name)
+        say(name)
         out, err = receiver.communicate(timeout=60)
         assert "wrote" in out, (out, err)
         account.ws("commit", env=env, timeout=60)
@@ -179,13 +144,13 @@ print("sent", flush=True)
 """
 
 
-@pytest.mark.parametrize("ids", ["root", "single-mapping", "subordinate-ids"])
+@pytest.mark.parametrize("ids", ID_SETUPS)
 def test_commit_waits_for_no_process_outside_to_hold_the_sandbox(ids: str, tmp_path: Path) -> None:
     """Between commit's check and its last rename, and after it: a descriptor of the overlay
     held outside the session writes the upper, and a new directory commit renamed into the
     real tree through it. Commit applies nothing while an overlay of the session lives on
     (manager/fs/overlay_inuse.py), and applies what review showed once none does."""
-    account, env = _account(ids, tmp_path)
+    account, env = account_for(ids, tmp_path)
     other = account.base / "other"
     other.mkdir()
     account.chown(other)
@@ -202,7 +167,7 @@ def test_commit_waits_for_no_process_outside_to_hold_the_sandbox(ids: str, tmp_p
         refused = account.ws("commit", env=env, timeout=60)
         assert refused.returncode != 0 and "holds its sandbox open" in refused.stderr, refused
         assert not (account.project / "fresh").exists()
-        _say_go(name)   # the holder ends; nothing holds the sandbox now
+        say(name)   # the holder ends; nothing holds the sandbox now
         out, err = holder.communicate(timeout=60)
         assert "asked" in out, (out, err)
         done = account.ws("commit", env=env, timeout=60)

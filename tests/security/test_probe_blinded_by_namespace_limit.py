@@ -46,6 +46,8 @@ from pathlib import Path
 import pytest
 
 from tests.engines import accounts
+from tests.security.two_sessions import path_without
+from tests.security.two_sessions import text
 
 # Alone: it uses up the account's user namespaces, which every other test of it needs meanwhile.
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root, pytest.mark.alone]
@@ -138,19 +140,9 @@ print("sent", flush=True)
 """
 
 
-def _path_without(account: accounts.Account, *tools: str) -> str:
-    shadow = account.base / "shadow-bin"
-    shadow.mkdir(exist_ok=True)
-    for tool in tools:
-        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
-        (shadow / tool).chmod(0o755)
-    account.chown(shadow, *(shadow / t for t in tools))
-    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-
-
 def _account(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
     account = accounts.make("ordinary", tmp_path)
-    env = {"PATH": _path_without(account, "newuidmap", "newgidmap")} \
+    env = {"PATH": path_without(account, "newuidmap", "newgidmap")} \
         if ids == "single-mapping" else {}
     return account, env
 
@@ -174,10 +166,6 @@ def _tell(name: str, what: bytes, wait: bool = False, timeout: float = 20) -> by
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-
-
-def _text(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs the ordinary test account")
@@ -214,7 +202,7 @@ def test_a_blinded_probe_lets_a_held_descriptor_write_committed_files(
         note = "" if refused else "benign note\n"
         edited = "original\n" if refused else "original\nbenign edit\n"
         late = {
-            "note.txt": _text(account.project / "note.txt"),
+            "note.txt": text(account.project / "note.txt"),
             "tracked.txt": tracked.read_text(),
             "newdir/planted.sh": (account.project / "newdir" / "planted.sh").exists(),
         }

@@ -1,0 +1,72 @@
+"""Two sessions of one account, and a word between their processes: the attacks in which a
+call hands a descriptor of its sandbox to another session's process (attack passes 15-20).
+
+Each id setup the overlay engine runs in: the engine run by root, an ordinary user with
+subordinate ids, and one without (the single mapping: newuidmap missing from PATH, as in
+test_root_call_undoes_nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.engines import accounts
+
+ID_SETUPS = ["root", "single-mapping", "subordinate-ids"]
+
+
+def path_without(account: accounts.Account, *tools: str) -> str:
+    """PATH with a directory of failing stand-ins for ``tools`` first."""
+    shadow = account.base / "shadow-bin"
+    shadow.mkdir(exist_ok=True)
+    for tool in tools:
+        (shadow / tool).write_text("#!/bin/sh\nexit 1\n")
+        (shadow / tool).chmod(0o755)
+    account.chown(shadow, *(shadow / t for t in tools))
+    return f"{shadow}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+def account_for(ids: str, tmp_path: Path) -> tuple[accounts.Account, dict[str, str]]:
+    """The account of an id setup (``ID_SETUPS``) and the environment its CLI runs with."""
+    account = accounts.make("self" if ids == "root" else "ordinary", tmp_path)
+    env = {"PATH": path_without(account, "newuidmap", "newgidmap")} \
+        if ids == "single-mapping" else {}
+    return account, env
+
+
+def say(name: str, what: bytes = b"go", timeout: float = 20) -> None:
+    """Send ``what`` to the process listening on the abstract socket ``name``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect("\0" + name)
+            s.sendall(what)
+            s.close()
+            return
+        except OSError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def sandbox_of(account: accounts.Account, project: Path) -> Path:
+    for session in account.state.glob("workspace/sessions/*"):
+        if json.loads((session / "session.json").read_text()).get("project") == str(project):
+            return session / "sandbox"
+    raise AssertionError(f"no session of {project}")
+
+
+def wait_line(proc: subprocess.Popen[str], word: str) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == word, (line, proc.poll())
+
+
+def text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
