@@ -79,7 +79,6 @@ class Builder:
         self.live: frozenset[str] | None = None   # listening_sockets(), read when needed
         self.hidden: frozenset[str] = frozenset()   # mounted over (holder/hide.py): refreshes skip them
         self.overlaid: set[str] = set()   # points recorded in names.OVERLAID by this holder
-        self.works_made = 0                # work directories made (each overlay its own)
 
     def hide(self, hidden: frozenset[str]) -> None:
         """The hidden paths, before the build: it leaves them out (holder/masklayer.py)."""
@@ -220,11 +219,12 @@ class Builder:
         directory in use for the overlay's whole life, and only the first of two overlays
         sharing one holds the mark. Each its own, every live overlay is seen by commit's
         probe (manager/fs/overlay_inuse.py; attack pass 19)."""
-        self.works_made += 1
-        name = f"{hashlib.sha256(point.encode()).hexdigest()[:16]}.{os.getpid()}.{self.works_made}"
-        work = self.work / name
-        work.mkdir()
-        return work
+        while True:   # a random name: one left by an earlier holder is never met
+            name = f"{hashlib.sha256(point.encode()).hexdigest()[:16]}.{os.urandom(6).hex()}"
+            work = self.work / name
+            with contextlib.suppress(FileExistsError):
+                work.mkdir()
+                return work
 
     def stale_socket(self, real: str) -> bool:
         try:
