@@ -77,9 +77,10 @@ ws_service_answer() {
     printf 'WS1 %s %s %s %s\n%s' "$ctok" "$1" "$$" "${#WS_PAYLOAD}" "$WS_PAYLOAD" >&"$fd" 2>/dev/null
     IFS= read -r -t "$wait" -u "$fd" line
     if [[ $line != "$stok" ]]; then exec {fd}>&-; return 1; fi
-    # The service sends its answer at once, after its token: no -t (with it, bash reads each
-    # byte behind a pselect). A service killed mid-answer closes the socket: a short answer.
-    IFS= read -r -d '' -u "$fd" answer
+    # The service sends its answer at once, after its token, ending in a NUL: no -t (with
+    # it, bash reads each byte behind a pselect), and no wait for the close (a service
+    # stopped before it closes). One killed mid-answer closes the socket: no NUL, refused.
+    IFS= read -r -d '' -u "$fd" answer || { exec {fd}>&-; return 1; }
     exec {fd}>&-
     [[ $answer == '{'*'}' || -z $answer || $answer == FALLBACK ]] || return 1
     [[ $answer == FALLBACK ]] && return 1

@@ -3,7 +3,9 @@
 One request per connection, on loopback: a header line ``WS1 TOKEN EVENT PID LENGTH``
 (PID: the process holding the connection's other end, checked), then the hook's JSON. The
 answer is the service's token on a line, then the hook's JSON answer, or ``FALLBACK`` when
-the full Python hook is to answer instead. The hook's environment and
+the full Python hook is to answer instead, then a NUL (JSON holds none): the client reads
+up to it, never waiting for the connection to close (a service stopped after its answer
+was sent, before its close, would hold the call until the client's hook timeout). The hook's environment and
 working directory are read from ``/proc/PID`` (the bash client waiting for the answer), and
 the handlers of manager/claude run with them, one request at a time, as the hook would run
 them: the same decisions, not a second copy of the logic.
@@ -104,7 +106,7 @@ class Service:
         raw = rest + _read_exact(conn, int(length) - len(rest)) if int(length) > len(rest) \
             else rest[:int(length)]
         answer = self.answer(event, int(pid), raw, conn)
-        conn.sendall(self.service_token.encode() + b"\n" + answer)
+        conn.sendall(self.service_token.encode() + b"\n" + answer + b"\0")
 
     def answer(self, event: str, pid: int, raw: bytes, conn: socket.socket) -> bytes:
         if event not in SERVED or self.stale:

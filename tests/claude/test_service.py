@@ -131,9 +131,11 @@ def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
     assert _hook_starts(claude) == starts + 2     # what the service cannot handle, Python answers
 
 
-def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[bytes]]:
+def _impostor(port: int, answer: bytes | None,
+              hold: bool = False) -> tuple[socket.socket, list[bytes]]:
     """Another process on the service's port: it answers ``answer``, or (None) holds every
-    connection open without a word."""
+    connection open without a word; ``hold``: answers, then holds the connection open (a
+    service stopped after its answer was sent, before it closed)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     for _ in range(200):
@@ -153,7 +155,9 @@ def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[byte
             except OSError:
                 return
             got.append(conn.recv(65536))
-            if answer is None:
+            if answer is None or hold:
+                if answer is not None:
+                    conn.sendall(answer)
                 held.append(conn)
                 continue
             with conn:
@@ -163,10 +167,11 @@ def _impostor(port: int, answer: bytes | None) -> tuple[socket.socket, list[byte
     return sock, got
 
 
-@pytest.mark.parametrize("failure", ["killed", "stopped", "silent", "replaced"])
+@pytest.mark.parametrize("failure", ["killed", "stopped", "silent", "replaced", "unclosed",
+                                     "cut"])
 def test_a_failed_service_never_leaves_a_call_unsandboxed(served: Claude, failure: str) -> None:
     claude = served
-    port, _, _ = _endpoint(claude) or (0, "", "")
+    port, _, service = _endpoint(claude) or (0, "", "")
     pid = _pid(claude)
     impostor = None
     if failure == "stopped":
@@ -180,6 +185,12 @@ def test_a_failed_service_never_leaves_a_call_unsandboxed(served: Claude, failur
         impostor, got = _impostor(port, b"not-the-token\n" + json.dumps(
             {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
         ).encode())
+    if failure == "unclosed":   # the service's answer sent, and it stopped before its close
+        # (CI: the call waited for the close until the client's hook timeout, then blocked)
+        impostor, got = _impostor(port, service.encode() + b"\nFALLBACK\0", hold=True)
+    if failure == "cut":   # the service killed mid-answer: what arrived looks whole, is not
+        impostor, got = _impostor(port, service.encode() + b'\n{"hookSpecificOutput": '
+                                  b'{"hookEventName": "PreToolUse"}')
     if impostor is not None:  # ... and the dead service's pid reused by a live process
         _reuse_pid(claude)
     try:
@@ -188,8 +199,8 @@ def test_a_failed_service_never_leaves_a_call_unsandboxed(served: Claude, failur
         assert answer.decision == "allow" and "enter.sh" in answer.command, answer.stdout
         assert _hook_starts(claude) == before + 1, "the Python hook did not answer"
         assert not (claude.project / "escaped").exists()
-        if failure in ("replaced", "silent"):
-            assert got and b"PreToolUse" in got[0]    # it was asked, and not believed
+        if failure in ("replaced", "silent", "unclosed", "cut"):
+            assert got and b"PreToolUse" in got[0]    # it was asked (and not believed)
     finally:
         if impostor is not None:
             impostor.close()
@@ -230,13 +241,13 @@ def test_the_service_answers_only_its_own_clients_on_the_host(served: Claude) ->
     # Nothing but the per-call hook events: no request commits, trusts or configures.
     for event in ("SessionStart", "SessionEnd", "Commit", "Trust", "Config"):
         assert _ask(port, head(client, event, os.getpid()), payload) == \
-            service.encode() + b"\nFALLBACK"
+            service.encode() + b"\nFALLBACK\0"
     # A request names the process that made it, not another one (whose environment the
     # answer would be made from): the waiting hook's, here a process that did not connect.
     other = subprocess.Popen(["sleep", "60"], env=claude.env, cwd=claude.project)
     try:
         assert _ask(port, head(client, "PreToolUse", other.pid), payload) == \
-            service.encode() + b"\nFALLBACK"
+            service.encode() + b"\nFALLBACK\0"
     finally:
         other.kill()
         other.wait()
