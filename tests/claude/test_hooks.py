@@ -82,7 +82,8 @@ def test_hostile_commands_behave_as_unsandboxed(claude: Claude, command: str) ->
                               capture_output=True, cwd=claude.project)
     run = claude.bash(command)
     assert (run.returncode, run.stdout) == (expected.returncode,
-                                            expected.stdout.decode(errors="surrogateescape"))
+                                            expected.stdout.decode(errors="surrogateescape")), \
+        run.stderr
 
 
 def _squote(text: str) -> str:

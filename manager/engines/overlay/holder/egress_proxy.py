@@ -32,7 +32,7 @@ import time
 from . import live
 from . import socks
 from .allowlist import allowed
-from .session_init import parent_of
+from .strays import parent_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -46,21 +46,13 @@ def namespace_members(first: bool = False) -> list[str]:
             try:
                 if (os.readlink(f"/proc/{entry}/ns/user") == mine
                         or pidns.below(entry, session)) and \
-                        parent_of(int(entry)) != os.getpid():
+                        strays.parent_of(entry) != os.getpid():
                     found.append(entry)
                     if first:
                         break
             except OSError:
                 continue
     return found
-
-
-def parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def start_init() -> None:

@@ -24,15 +24,15 @@ def strays(session_proc: int, session_pidns: int) -> list[int]:
     /proc is this process's own."""
     found = []
     for entry in os.listdir(session_proc):
-        if not entry.isdigit() or entry == "1" or _parent(entry, session_proc) != 0:
+        if not entry.isdigit() or entry == "1" or parent_of(entry, session_proc) != 0:
             continue
         host = _host_pid(int(entry))
-        if host is not None and not _is_entry(_parent(str(host)), session_pidns):
+        if host is not None and not _is_entry(parent_of(host), session_pidns):
             found.append(host)
     return found
 
 
-def _parent(pid: str, proc: int | None = None) -> int | None:
+def parent_of(pid: int | str, proc: int | None = None) -> int | None:
     """The parent's pid as ``proc`` (default: this process's /proc) numbers them."""
     try:
         fd = os.open(f"{pid}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc) if proc is not None \

@@ -40,7 +40,7 @@ from . import direct_attach
 from . import egress_proxy
 from . import live
 from .egress_proxy import Proxy
-from .session_init import parent_of
+from .strays import parent_of
 
 DIR = "egress"             # SANDBOX/egress/, mounted read-only at MOUNT in the container
 MOUNT = "/run/ws-egress"
