@@ -38,6 +38,7 @@ class Step:
     path: str
     upper: str | None
     keep_upper: bool = False  # an uncommitted opaque parent still needs the upper copy
+    judged: str | None = None  # the upper entry's fingerprint as planned (commit/judged.py)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from manager.changes.model import Layer
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
 from manager.changes.seen import Seen
+from manager.commit import judged
 from manager.commit.btime import birth_ns
 from manager.commit.btime import may_follow
 from manager.commit.journal import Step
@@ -214,6 +215,14 @@ def step_for(layers: Sequence[Layer], change: Change) -> Step:
     return Step(action, layer_of(layers, change.upper_path), change.real_path, change.upper_path)
 
 
+def _judged(upper: str) -> str | None:
+    """The fingerprint of what this plan judged (None: gone; its step then fails)."""
+    try:
+        return judged.of_upper(upper)
+    except OSError:
+        return None
+
+
 def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
     step = step_for(ctx.layers, change)
     real = ctx.real_at(change)
@@ -230,8 +239,10 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         return
     census = ctx.trees.get(change.real_path)
     if census is not None:
-        step = replace(step, action="tree")
+        step = replace(step, action="tree", judged=census.judged.value)
         plan.trees[step.path] = census
+    elif step.upper is not None and step.action != "remove":
+        step = replace(step, judged=_judged(step.upper))
     plan.steps.append(step)
     if step.action == "dir" and real is not None and (change.opaque or
                                                       _under(change.real_path, ctx.opaque)):

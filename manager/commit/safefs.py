@@ -192,15 +192,6 @@ def copy_xattrs(src: str | int, dst: str | int) -> None:
                                      f"({exc.strerror})") from None
 
 
-def strip_overlay_xattrs(dir_fd: int, name: str, found: list[str]) -> None:
-    for attr in found:
-        try:
-            os.removexattr(proc_path(dir_fd, name), attr, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno != errno.ENODATA:
-                raise
-
-
 _libc: ctypes.CDLL | None = None
 
 

@@ -39,7 +39,9 @@ from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Layer
+from manager.commit import judged
 from manager.commit.journal import Step
+from manager.commit.judged import Unjudged
 from manager.commit.safefs import DIR_FLAGS
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import copy_xattrs
@@ -157,6 +159,10 @@ class Executor:
     def _try_prepare(self, step: Step) -> _Pending | None:
         try:
             return self._prepare(step)
+        except Unjudged as exc:
+            if self.check is None:   # resumed: the same commit's fresh plan judges it
+                self.outcome.errors.append((step, _describe(exc)))
+            return None
         except OSError as exc:
             self.outcome.errors.append((step, _describe(exc)))
             return None
@@ -271,6 +277,7 @@ class Executor:
         """A temporary copy beside the destination, unless the upper entry can move."""
         up_fd, up_name = self.upper_at(step)
         ust = os.stat(up_name, dir_fd=up_fd, follow_symlinks=False)
+        judged.require(step.judged, judged.entry(ust), step.path, resumed=self.check is not None)
         _refuse_unsupported(step, up_fd, up_name)
         # Always a copy (see the module's docstring): renamed, the upper inode would stay
         # within reach of the overlay's descriptors, and of its other hard links (left in
@@ -323,10 +330,22 @@ class Executor:
     def _finish_dirs(self) -> None:
         for step, ust, created in reversed(self._dir_meta):
             try:
+                up_fd, up_name = self.upper_at(step)
+                found = judged.directory_at(up_fd, up_name)
+                if not found.startswith(judged.owned(ust) + ":"):
+                    raise Unjudged(step.path)   # changed since _make_dir read it
+                judged.require(step.judged, found, step.path, resumed=self.check is not None)
+            except OSError as exc:
+                # Made (its entries are in it), but not given what was not judged: the step
+                # is not applied, so its upper entry stays pending.
+                self.outcome.applied.remove(step)
+                if self.check is None or not isinstance(exc, Unjudged):
+                    self.outcome.errors.append((step, _describe(exc)))
+                continue
+            try:
                 dir_fd, name = self.real_at(step)
                 fd = open_dir_at(dir_fd, name, Path(step.path).parent)
                 try:
-                    up_fd, up_name = self.upper_at(step)
                     sync_xattrs(proc_path(up_fd, up_name), fd)
                     _set_meta(fd, ust, times=created)
                 finally:
@@ -372,8 +391,13 @@ def _refuse_unsupported(step: Step, dir_fd: int, name: str) -> None:
 
 
 def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp: str) -> None:
+    """Copy the upper entry ``ust`` describes, only while it is that entry
+    (commit/judged.py: a file is read from one descriptor, checked before and after)."""
     if stat.S_ISLNK(ust.st_mode):
-        os.symlink(os.readlink(up_name, dir_fd=up_fd), temp, dir_fd=dir_fd)
+        target = os.readlink(up_name, dir_fd=up_fd)
+        judged.same_while_read(ust, os.stat(up_name, dir_fd=up_fd, follow_symlinks=False),
+                               up_name)
+        os.symlink(target, temp, dir_fd=dir_fd)
         if os.geteuid() == 0:
             os.chown(temp, ust.st_uid, ust.st_gid, dir_fd=dir_fd, follow_symlinks=False)
         copy_xattrs(proc_path(up_fd, up_name), proc_path(dir_fd, temp))
@@ -392,10 +416,12 @@ def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp
 def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp: str) -> None:
     src = open_regular(up_name, dir_fd=up_fd)   # swapped for a device since the stat: refused
     try:
+        judged.same_while_read(ust, os.fstat(src), up_name)
         dst = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                       0o600, dir_fd=dir_fd)
         try:
             copy_data(src, dst, ust.st_size)
+            judged.same_while_read(ust, os.fstat(src), up_name)
             if os.geteuid() == 0:
                 _set_meta(dst, ust, times=True)
                 copy_xattrs(src, dst)   # capabilities last: a chown would clear them

@@ -41,13 +41,14 @@ from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import Layer
 from manager.changes.model import is_within
+from manager.commit import judged
 from manager.commit.exclude import Excluder
 from manager.commit.journal import Step
+from manager.commit.judged import TreeSum
 from manager.commit.safefs import DIR_FLAGS
 from manager.commit.safefs import lstat_at
 from manager.commit.safefs import proc_path
 from manager.commit.safefs import remove_at
-from manager.commit.safefs import strip_overlay_xattrs
 from manager.commit.safefs import sync_xattrs
 from manager.fs import longpath
 
@@ -68,7 +69,7 @@ class Census:
     upper: str                                   # the tree's upper directory
     entries: list[tuple[str, EntryType]] = field(default_factory=list)  # below it, relative
     size: int = 0                                # bytes of regular files
-    marked: list[tuple[str, list[str]]] = field(default_factory=list)   # overlay marks to strip
+    judged: TreeSum = field(default_factory=TreeSum)   # what the plan judged (commit/judged.py)
 
 
 class Collector:
@@ -98,8 +99,9 @@ class Collector:
         except OSError:
             return None
         try:
-            if not self._attrs_ok(found, "", os.listxattr(upper, follow_symlinks=False), root):
+            if not self._attrs_ok(os.listxattr(upper, follow_symlinks=False)):
                 return None
+            found.judged.add("", root)
             todo = [("", 0)]
             while todo:
                 rel, depth = todo.pop()
@@ -127,9 +129,10 @@ class Collector:
                         return False
                     child = f"{rel}/{entry.name}" if rel else entry.name
                     names = os.listxattr(entry.name, follow_symlinks=False)
-                    if names and not self._attrs_ok(found, child, names, st):
+                    if names and not self._attrs_ok(names):
                         return False
                     found.entries.append((child, kind))
+                    found.judged.add(child, st)
                     if kind is EntryType.DIR:
                         todo.append((child, depth + 1))
                     elif kind is EntryType.FILE:
@@ -165,18 +168,14 @@ class Collector:
             found = self._owners[key] = layer.ids.inside(*key)
         return found
 
-    def _attrs_ok(self, found: Census, rel: str, names: list[str], st: os.stat_result) -> bool:
+    @staticmethod
+    def _attrs_ok(names: list[str]) -> bool:
+        """No capabilities, no overlay mark that means something (the others are overlay's
+        bookkeeping, which a copy never carries: ``content_xattrs``)."""
         if CAPABILITY_XATTR in names:
             return False
-        marks = [n for n in names if n.startswith(OVERLAY_XATTR_PREFIXES)]
-        if not marks:
-            return True
-        if any(n.endswith(MEANINGFUL) for n in marks):
-            return False
-        if self.euid != 0 and not st.st_mode & stat.S_IWUSR:
-            return False  # an ordinary user cannot strip a read-only entry's marks
-        found.marked.append((rel, marks))
-        return True
+        return not any(n.startswith(OVERLAY_XATTR_PREFIXES) and n.endswith(MEANINGFUL)
+                       for n in names)
 
 
 # -- planning ---------------------------------------------------------------------
@@ -267,37 +266,47 @@ def publish(executor: Executor, step: Step, dir_fd: int, name: str) -> str | tup
             layer, step.upper, os.stat(up_name, dir_fd=up_fd, follow_symlinks=False))
         if census is None:
             return LEFT
-    for rel, marks in census.marked:
-        strip_overlay_xattrs(up_fd, f"{up_name}/{rel}" if rel else up_name, marks)
     executor.note_filesystem(dir_fd)
     temp = executor.temp_name()
     os.mkdir(temp, 0o700, dir_fd=dir_fd)
     try:
-        _copy_dir(up_fd, up_name, dir_fd, temp)
+        copied = TreeSum()
+        _copy_dir(up_fd, up_name, dir_fd, temp, copied, "")
+        judged.require(step.judged, copied.value, step.path, resumed=executor.check is not None)
     except BaseException:
         remove_at(dir_fd, temp)
         raise
     return temp, census.size
 
 
-def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str) -> None:
+def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str,
+              copied: TreeSum, rel: str) -> None:
+    """Copy a tree of at most MAX_DEPTH levels, summing what it copies (``copied``) as the
+    census summed what the plan judged."""
     from manager.commit.steps import _copy_entry as copy_entry
     from manager.commit.steps import _set_meta as set_meta
 
     src = os.open(src_name, DIR_FLAGS, dir_fd=src_parent)
     try:
+        first = os.fstat(src)
+        if not rel:
+            copied.add("", first)
         dst = os.open(dst_name, DIR_FLAGS, dir_fd=dst_parent)
         try:
             with os.scandir(src) as found:
                 for entry in found:
                     st = entry.stat(follow_symlinks=False)
+                    child = f"{rel}/{entry.name}" if rel else entry.name
+                    copied.add(child, st)
                     if stat.S_ISDIR(st.st_mode):
                         os.mkdir(entry.name, 0o700, dir_fd=dst)
-                        _copy_dir(src, entry.name, dst, entry.name)
+                        _copy_dir(src, entry.name, dst, entry.name, copied, child)
                     else:
                         copy_entry(src, entry.name, st, dst, entry.name)
             sync_xattrs(proc_path(src_parent, src_name), dst)
-            set_meta(dst, os.fstat(src), times=True)   # last: its entries moved its times
+            last = os.fstat(src)
+            judged.same_while_read(first, last, rel or src_name)
+            set_meta(dst, last, times=True)   # last: its entries moved its times
         finally:
             os.close(dst)
     finally:
