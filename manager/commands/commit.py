@@ -7,6 +7,7 @@ from pathlib import Path
 
 from manager import ui
 from manager.changes.display import resolve_paths
+from manager.changes.model import Change
 from manager.changes.model import is_within
 from manager.commands.common import json_arg
 from manager.commands.common import review_context
@@ -19,10 +20,12 @@ from manager.commit.session import commit_session
 from manager.errors import WorkspaceError
 from manager.session import reviewed
 from manager.session import shown
+from manager.session.sandbox import forget_review_cache
 from manager.session.sandbox import kept_out
 from manager.session.sandbox import never_committed
-from manager.session.sandbox import pending
+from manager.session.sandbox import reviewable
 from manager.session.sandbox import upper_at_rest
+from manager.session.store import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,13 +65,17 @@ def commit(args: argparse.Namespace) -> int:
         live = ctx.engine(session).layers(session)
         _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
     seen = shown.current(session)   # before the release, which may tidy the call records
+
+    def vet(changes: list[Change]) -> None:
+        # The sandbox is stopped: what is compared is what is applied, as commit read it.
+        if seen is not None:
+            _refuse_changed(session, shown.late(seen, lambda: reviewable(ctx, changes), paths))
+
     with upper_at_rest(ctx, session, unheld=True) as layers:
-        if seen is not None:   # the sandbox is stopped: what is compared is what is applied
-            _refuse_changed(shown.late(seen, lambda: pending(ctx, session), paths))
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               kept=kept_out(ctx),
                               force=args.force, allow_special=args.allow_special,
-                              progress=ui.progress("committing"))
+                              progress=ui.progress("committing"), vet=vet)
     if args.json:
         ui.dump_json(done.as_json())
     else:
@@ -88,9 +95,11 @@ def _refuse_unreviewed(late: list[Path], paths: list[Path]) -> None:
                  "stopped now, nothing changes it until the next call")
 
 
-def _refuse_changed(late: list[str]) -> None:
-    """Nothing is applied while a file's content is not what the last review read."""
+def _refuse_changed(session: Session, late: list[str]) -> None:
+    """Nothing is applied while a file's content is not what the last review read; the
+    next review reads every entry afresh."""
     if late:
+        forget_review_cache(session)
         names = ", ".join(ui.quote(p) for p in late[:5]) + (" ..." if len(late) > 5 else "")
         raise WorkspaceError(
             f"{ui.count(len(late), 'path')} changed after review: {names}; "

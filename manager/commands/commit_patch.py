@@ -22,6 +22,7 @@ from manager.session import shown
 from manager.session.context import Context
 from manager.session.sandbox import never_committed
 from manager.session.sandbox import pending
+from manager.session.sandbox import reviewable
 from manager.session.sandbox import upper_at_rest
 from manager.session.store import Session
 
@@ -40,13 +41,16 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
         # Applied only as shown: nothing runs in the sandbox from here on, so what is
         # checked now is what is applied.
         _refuse_changed(shown.changed(seen, choices.whole))
-        now = [c for c in pending(ctx, session) if not excluded(c.path)]
-        _refuse_changed(shown.grown(seen, now, choices.whole))
         _refuse_changed(_not_as_shown(choices.shown))
         _refuse_changed([str(p.change.path) for p in choices.partial
                          if not partial.still_shown(p.change, p.new)])
+
+        def vet(changes: list[Change]) -> None:   # of what commit reads, as it reads it
+            now = [c for c in reviewable(ctx, changes) if not excluded(c.path)]
+            _refuse_changed(shown.grown(seen, now, choices.whole))
+
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
-                              exclude=never_committed(ctx)) if choices.whole else None
+                              exclude=never_committed(ctx), vet=vet) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
     if result is not None:
         ui.out(f"committed {ui.count(len(result.applied_paths), 'path')} whole")

@@ -81,17 +81,23 @@ class CommitResult:
 
 
 Progress = Callable[[int, int, int], None]    # (steps done, steps, bytes written)
+# Asked of the changes as a commit reads them, before it applies any: it raises to refuse.
+# The caller's check of what review showed must be of these, read this way, not of a
+# second read (review's own reuses what its cache says is unchanged).
+Vet = Callable[[list[Change]], None]
 
 
 def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
            paths: Sequence[Path] = (), *, force: bool = False,
            exclude: Sequence[str] = (), progress: Progress | None = None,
-           allow_special: bool = False) -> CommitResult:
+           allow_special: bool = False, vet: Vet | None = None) -> CommitResult:
     """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
     result = CommitResult()
     resume(session_dir, project, result)
     collector = trees.Collector(project)
     all_changes = read_changes(list(layers), project, collapse=collector)
+    if vet is not None:
+        vet(all_changes)
     excluded = compile_patterns(exclude, project)
     all_changes, whole = trees.settle(all_changes, collector.trees, paths, excluded)
     plan = make_plan(layers, all_changes, select(all_changes, list(paths)),

@@ -16,6 +16,15 @@ from dataclasses import field
 from pathlib import Path
 
 
+class Literal(str):
+    """An absolute path excluded as it is spelled, never read as a pattern: what workspace
+    keeps out itself (its state, what ``hide`` names, git's internals) may hold ``[``,
+    ``*``, ``?``, spaces (``app/[slug]``: read as a glob it named other paths, and what
+    review left out was committed, attack pass 21)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Excluder:
     project: Path
@@ -73,6 +82,11 @@ def compile_patterns(patterns: Iterable[str], project: Path) -> Excluder:
     prefixes: list[str] = []
     top = str(project).rstrip("/") + "/"
     for raw in patterns:
+        if isinstance(raw, Literal):
+            path = raw.rstrip("/") or "/"
+            absolute.append(re.compile(re.escape(path)))
+            prefixes.append(path)
+            continue
         pattern = os.path.expanduser(raw.strip()).rstrip("/")
         if not pattern:
             continue

@@ -23,6 +23,7 @@ from manager.changes.seen import Seen
 from manager.commit import apply
 from manager.commit import history as history_mod
 from manager.commit import trees
+from manager.commit.exclude import Literal
 from manager.commit.exclude import compile_patterns
 from manager.commit.plan import Plan
 from manager.commit.plan import make_plan
@@ -54,23 +55,26 @@ class SessionCommit:
 
 def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path], *,
                    exclude: Sequence[str] = (), kept: Sequence[str] = (), force: bool = False,
-                   allow_special: bool = False,
-                   progress: apply.Progress | None = None) -> SessionCommit:
+                   allow_special: bool = False, progress: apply.Progress | None = None,
+                   vet: apply.Vet | None = None) -> SessionCommit:
     """Apply the session's changes at or below ``paths`` (all when empty); ``kept``: the
     paths kept out (state, hidden), above which a directory's mode is never applied, as
-    review never shows it (``holds_a_mask``)."""
+    review never shows it (``holds_a_mask``); ``vet``: asked of the changes as this commit
+    reads them, before anything of them is applied (it raises to refuse)."""
     project = target.project
     done = SessionCommit(apply.CommitResult())
     apply.resume(target.session_dir, project, done.result)
     collector = trees.Collector(project)
     changes = [c for c in read_changes(list(layers), project, collapse=collector)
                if not holds_a_mask(c, kept)]
+    if vet is not None:
+        vet(changes)
     history = _history(target, changes, paths)
     dropped: list[Path] = []
     if history is not None:
         dropped = history_mod.internals(history.repo.git_dir, history.changes, history.flagged)
         held = [f for f in history.flagged if not _named(f, paths, project)]
-        exclude = [*exclude, *map(str, dropped), *map(str, held)]
+        exclude = [*exclude, *map(Literal, map(str, dropped)), *map(Literal, map(str, held))]
     excluded = compile_patterns(exclude, project)
     changes, whole = trees.settle(changes, collector.trees, paths, excluded)
 

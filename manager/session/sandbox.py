@@ -83,17 +83,35 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     found = model.read_changes(layers, session.project_path, summarize, cache, on_found,
                                over_real)
     cache.save()
-    # Writes a sandboxed command made into workspace's own state, or where the sandbox
-    # hides the host's files (manager.hide), are never real changes.
     kept = kept_out(ctx)
     inside = paths.within_any(kept)
     seen.update(session.dir, {r: u for r, u in over_real.items() if not inside(r)})
+    return reviewable(ctx, found)
+
+
+def reviewable(ctx: Context, found: list[Change]) -> list[Change]:
+    """The changes of ``found`` review shows: writes a sandboxed command made into
+    workspace's own state, or where the sandbox hides the host's files (manager.hide), are
+    never real changes, nor the mode of a directory above them. One rule, literal paths:
+    review, and commit's check of what it applies against what review read, ask it."""
+    kept = kept_out(ctx)
+    inside = paths.within_any(kept)
     return [c for c in found if not inside(c.real_path) and not model.holds_a_mask(c, kept)]
 
 
+def forget_review_cache(session: Session) -> None:
+    """Make the next review read every entry (commit found one the last review did not
+    show: a write through a mapping moves no time, so the cache could keep hiding it)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(session.dir / REVIEW_CACHE)
+
+
 def never_committed(ctx: Context) -> list[str]:
-    """The user's exclude patterns, workspace's own state and what is hidden (see ``pending``)."""
-    return [*ctx.config["exclude"], *kept_out(ctx)]
+    """The user's exclude patterns, and, as spelled (``Literal``: the very paths review
+    leaves out), workspace's own state and what is hidden (see ``reviewable``)."""
+    from manager.commit.exclude import Literal
+
+    return [*ctx.config["exclude"], *map(Literal, kept_out(ctx))]
 
 
 def kept_out(ctx: Context) -> list[str]:
