@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engines import accounts
 from tests.security.two_sessions import ID_SETUPS
 from tests.security.two_sessions import account_for
 
@@ -40,7 +41,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 def test_a_change_below_a_hidden_name_with_glob_chars_is_not_committed_unseen(
         ids: str, tmp_path: Path) -> None:
     account, env = account_for(ids, tmp_path)
-    from tests.engines import accounts
     try:
         route = account.project / "app" / "[slug]"
         route.mkdir(parents=True)
