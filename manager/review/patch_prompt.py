@@ -119,7 +119,8 @@ def _record(plan: FilePlan, choices: Choices) -> None:
 def _choose_whole(change: Change, project: Path, ask: Ask, say: Callable[[str], None],
                   choices: Choices) -> None:
     what = {Kind.ADDED: "added", Kind.DELETED: "deleted", Kind.MODE: "mode change of",
-            Kind.REPLACED: "replaced", Kind.MODIFIED: "modified (binary)"}[change.kind]
+            Kind.XATTRS: "extended attributes of", Kind.REPLACED: "replaced",
+            Kind.MODIFIED: "modified (binary)"}[change.kind]
     kind = "directory" if (change.new_type or change.old_type) is EntryType.DIR else "file"
     while True:
         answer = ask(f"Commit {what} {kind} {display_path(change, project)} [y,n,q,?]? ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -90,3 +91,16 @@ def test_an_entry_chosen_whole_is_not_applied_if_any_attribute_changed_while_you
                             [change_then_yes])
     assert code != 0 and "changed" in screen and "c.txt" in screen, screen
     assert not (repo / "c.txt").exists() and not (repo / "c.txt").is_symlink()
+
+
+def test_a_directory_whose_xattrs_alone_changed_is_offered_whole(
+        repo: Path, ws: Runner, sandboxed: Runner) -> None:
+    """Attack pass 21 noticed: an xattr-only directory change made `commit -p` fail (a
+    KeyError, exit 3) before it asked anything."""
+    (repo / "d").mkdir()
+    sandboxed("setfattr -n user.note -v hi d || python3 -c "
+              "\"import os; os.setxattr('d', 'user.note', b'hi')\"")
+    code, screen = converse([sys.executable, "-m", "manager", "commit", "-p"], repo, ["y"])
+    assert code == 0, screen
+    assert "extended attributes of directory" in screen, screen
+    assert os.getxattr(repo / "d", "user.note") == b"hi"

@@ -97,6 +97,12 @@ def test_a_mapped_write_before_review_is_not_committed_unseen(ids: str, tmp_path
             f"commit wrote {real[:4]!r} into the real data.txt though the review after the "
             f"last call showed no change to it (status: {shown}; diff: {diff!r}); commit "
             f"said: {done.stdout}{done.stderr}")
+        if not seen:   # refused, naming it; the next review reads it afresh and shows it
+            assert done.returncode != 0 and "data.txt" in done.stderr, done
+            again = account.ws("diff", env=env, check=True).stdout
+            assert "EVIL" in again, again
+            done = account.ws("commit", str(data), env=env, timeout=120)
+            assert done.returncode == 0 and data.read_bytes()[:4] == b"EVIL", done
     finally:
         if call.poll() is None:
             call.kill()
