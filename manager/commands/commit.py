@@ -10,6 +10,7 @@ from manager.changes.display import resolve_paths
 from manager.changes.model import Change
 from manager.changes.model import is_within
 from manager.commands.common import json_arg
+from manager.commands.common import never_committed
 from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.commit import apply
@@ -22,7 +23,6 @@ from manager.session import reviewed
 from manager.session import shown
 from manager.session.sandbox import forget_review_cache
 from manager.session.sandbox import kept_out
-from manager.session.sandbox import never_committed
 from manager.session.sandbox import reviewable
 from manager.session.sandbox import upper_at_rest
 from manager.session.store import Session

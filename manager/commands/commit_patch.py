@@ -12,6 +12,7 @@ from pathlib import Path
 from manager import ui
 from manager.changes.model import Change
 from manager.changes.model import select
+from manager.commands.common import never_committed
 from manager.commit import apply
 from manager.commit import partial
 from manager.commit.exclude import compile_patterns
@@ -20,7 +21,6 @@ from manager.review import patch_prompt
 from manager.review.grouping import group
 from manager.session import shown
 from manager.session.context import Context
-from manager.session.sandbox import never_committed
 from manager.session.sandbox import pending
 from manager.session.sandbox import reviewable
 from manager.session.sandbox import upper_at_rest

@@ -17,6 +17,15 @@ def session_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", metavar="DIR", help="project directory (default: from the cwd)")
 
 
+def never_committed(ctx: Context) -> list[str]:
+    """The user's exclude patterns, and, as spelled (``Literal``: the very paths review
+    leaves out), workspace's own state and what is hidden (``sandbox.reviewable``)."""
+    from manager.commit.exclude import Literal
+    from manager.session.sandbox import kept_out
+
+    return [*ctx.config["exclude"], *map(Literal, kept_out(ctx))]
+
+
 def review_context(project: str | None) -> Context:
     """The context for review, commit and discard: the project's settings file is the
     agent's to write, so what in it cannot be read is skipped with a warning, never an

@@ -95,6 +95,9 @@ class Executor:
         self._counter = itertools.count()
         self._dir_meta: list[tuple[Step, os.stat_result, bool]] = []
         self._later: list[Step] = []  # upper entries to remove once renames are durable
+        # ... of them, names of an inode with other names: removed last, as removing a name
+        # moves the inode's ctime, which the other names' steps check (commit/judged.py).
+        self._linked: list[Step] = []
         self._real_fds: dict[int, int] = {}
         self.trees: dict[str, Census] = {}   # the plan's tree steps' censuses (empty: resumed)
 
@@ -145,6 +148,8 @@ class Executor:
             self.progress(total, total, written)
         self._finish_dirs()
         self._sync_reals()
+        self._later, self._linked = self._linked, []
+        self._remove_later(last=True)
         return self.outcome
 
     def _flush(self, batch: list[_Pending]) -> None:
@@ -256,11 +261,15 @@ class Executor:
         self.real[step.layer].forget(_parts(self.layers[step.layer].target, step.path))
         remove_at(dir_fd, trash)
 
-    def _remove_later(self) -> None:
+    def _remove_later(self, last: bool = False) -> None:
         for step in sorted(self._later, key=lambda s: Path(s.upper or "").parts):
             try:
                 dir_fd, name = self.upper_at(step)
-                if lstat_at(dir_fd, name) is not None:
+                st = lstat_at(dir_fd, name)
+                if st is not None and st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) \
+                        and step.action == "write" and not last:
+                    self._linked.append(step)
+                elif st is not None:
                     remove_at(dir_fd, name)
             except FileNotFoundError:
                 pass  # its directory is gone already (a resumed commit's tidying got that far)

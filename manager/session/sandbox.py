@@ -106,14 +106,6 @@ def forget_review_cache(session: Session) -> None:
         os.unlink(session.dir / REVIEW_CACHE)
 
 
-def never_committed(ctx: Context) -> list[str]:
-    """The user's exclude patterns, and, as spelled (``Literal``: the very paths review
-    leaves out), workspace's own state and what is hidden (see ``reviewable``)."""
-    from manager.commit.exclude import Literal
-
-    return [*ctx.config["exclude"], *map(Literal, kept_out(ctx))]
-
-
 def kept_out(ctx: Context) -> list[str]:
     """Workspace's own state and what is hidden: never a change, nor the mode or owner of a
     directory above them (``model.holds_a_mask``)."""
