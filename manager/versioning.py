@@ -39,7 +39,7 @@ KINDS = {
     "pointer": (1, "current-session pointer"),
     "claude": (1, "Claude hook state"),
     "guardrails": (1, "guard-rail state"),
-    "journal": (1, "commit journal"),
+    "journal": (2, "commit journal"),   # 2: each step's `judged` (commit/judged.py)
     "checkpoints": (1, "checkpoint store"),
     "trust": (1, "record of trusted project files"),
 }
