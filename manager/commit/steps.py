@@ -39,6 +39,7 @@ from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Layer
+from manager.changes.model import is_within
 from manager.commit import judged
 from manager.commit.journal import Step
 from manager.commit.judged import Unjudged
@@ -262,23 +263,37 @@ class Executor:
         remove_at(dir_fd, trash)
 
     def _remove_later(self, last: bool = False) -> None:
-        for step in sorted(self._later, key=lambda s: Path(s.upper or "").parts):
-            try:
-                dir_fd, name = self.upper_at(step)
-                st = lstat_at(dir_fd, name)
-                if st is not None and st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) \
-                        and step.action == "write" and not last:
-                    self._linked.append(step)
-                elif st is not None:
-                    remove_at(dir_fd, name)
-            except FileNotFoundError:
-                pass  # its directory is gone already (a resumed commit's tidying got that far)
-            except PermissionError:
-                pass  # in a read-only upper directory: tidying removes the whole directory
-            except OSError as exc:
-                self.outcome.errors.append((step, "committed, but its sandbox copy could not be "
-                                                  f"removed: {_describe(exc)}"))
-        self._later.clear()
+        doomed: list[tuple[Step, int, str]] = []   # (step, its upper directory (a dup), name)
+        top = ""
+        try:
+            for step in sorted(self._later, key=lambda s: Path(s.upper or "").parts):
+                if top and is_within(step.upper or "", top):
+                    continue   # goes with the directory above it
+                try:
+                    dir_fd, name = self.upper_at(step)
+                    st = lstat_at(dir_fd, name)
+                    if st is not None and st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) \
+                            and step.action == "write" and not last:
+                        self._linked.append(step)
+                    elif st is not None:
+                        doomed.append((step, os.dup(dir_fd), name))
+                        top = step.upper or "" if stat.S_ISDIR(st.st_mode) else top
+                except OSError as exc:
+                    self._removal_failed(step, exc)
+            self._later.clear()
+            for failed_step, failure in _remove_each(doomed):
+                self._removal_failed(failed_step, failure)
+        finally:
+            for _, fd, _ in doomed:
+                os.close(fd)
+
+    def _removal_failed(self, step: Step, exc: OSError) -> None:
+        if isinstance(exc, FileNotFoundError):
+            return   # its directory is gone already (a resumed commit's tidying got that far)
+        if isinstance(exc, PermissionError):
+            return   # in a read-only upper directory: tidying removes the whole directory
+        self.outcome.errors.append((step, "committed, but its sandbox copy could not be "
+                                          f"removed: {_describe(exc)}"))
 
     # -- files ------------------------------------------------------------------
 
@@ -378,6 +393,31 @@ class Executor:
     def _sync_reals(self) -> None:
         for fd in self._real_fds.values():
             syncfs(fd)
+
+
+REMOVERS = 4   # threads: unlink waits on the filesystem, not the interpreter
+
+
+def _remove_each(doomed: list[tuple[Step, int, str]]) -> list[tuple[Step, OSError]]:
+    """Remove each entry (none inside another); the failures. Many go in parallel: each is
+    one unlink (or a tree's), which releases the interpreter; on ext4 with two cores 10,000
+    unlinks took 1.0 s in one thread, 0.4-0.6 s in four."""
+    def remove(item: tuple[Step, int, str]) -> tuple[Step, OSError] | None:
+        step, dir_fd, name = item
+        try:
+            remove_at(dir_fd, name)
+        except OSError as exc:
+            return step, exc
+        return None
+
+    if len(doomed) < 2 * REMOVERS:
+        done = [remove(item) for item in doomed]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(REMOVERS) as pool:
+            done = list(pool.map(remove, doomed))
+    return [failed for failed in done if failed is not None]
 
 
 def _at(chain: DirChain, root: Path, path: str) -> tuple[int, str]:
