@@ -17,6 +17,10 @@ beside the project root, not below a new directory, and so is still refused.) Th
 with pass 21's change that vets commit's own read instead of review's walk (which set
 ``below`` and listed every entry).
 
+The container engines' volume mode checks the record by name too, and there the writer is
+simply a process the call left running (docker-volume, podman-volume fail the same way; host
+mode's ctime check refuses it).
+
 Promise broken: what commit applies is exactly what review showed.
 
 Rule that would close the class: the check against what review showed is asked of every
@@ -108,3 +112,29 @@ def test_an_entry_added_below_a_new_directory_after_review_is_not_committed(
             receiver.kill()
             receiver.wait(timeout=10)
         accounts.clean(account)
+
+
+# The container engines' volume mode checks the record by name too (no time tells there),
+# and a call's background process is the writer: no second session needed.
+from tests.engines.conftest import engine_cli  # noqa: E402
+from tests.security.after_review import container_engine  # noqa: E402,F401 - the fixture
+from tests.security.after_review import release  # noqa: E402
+
+LATER = ("sh -c 't=0; while [ ! -e /dev/shm/go ] && [ $t -lt 300 ]; do sleep 0.1; t=$((t+1)); done; "
+         "echo evil > fresh/evil.txt; : > /dev/shm/done; sleep 60' >/dev/null 2>&1 </dev/null &")
+
+
+@pytest.mark.as_user
+def test_container_an_entry_added_below_a_new_directory_after_review_is_not_committed(
+        ws, project: Path, container_engine: str) -> None:  # noqa: F811
+    cli = engine_cli(container_engine)
+    ws("run", "--", "sh", "-c", "mkdir fresh && echo ok > fresh/a.txt; " + LATER, check=True)
+    shown = ws("diff", "--no-pager", check=True).stdout + \
+        ws("status", "--no-pager", check=True).stdout
+    assert "a.txt" in shown and "evil" not in shown, shown
+    release(cli, "/dev/shm/done", what="the background process never ran")
+    proc = ws("commit")
+    evil = project / "fresh/evil.txt"
+    assert not evil.exists(), (
+        f"commit applied fresh/evil.txt, written after the review by a process the call left "
+        f"running: commit said {proc.stdout!r} {proc.stderr!r}")
