@@ -557,6 +557,31 @@ def select(changes: list[Change], paths: list[Path]) -> list[Change]:
     return [c for c in changes if any(is_within(c.real_path, p) for p in paths)]
 
 
+def holds_its_contents(change: Change) -> bool:
+    """A new, opaque or replacing directory: reviewed, chosen and applied as one unit with
+    everything below it (``review.grouping``, ``commit -p``)."""
+    new_dir = change.new_type is EntryType.DIR
+    return new_dir and (change.kind is Kind.ADDED or change.opaque or change.kind is Kind.REPLACED)
+
+
+def select_units(changes: list[Change], paths: list[Path]) -> list[Change]:
+    """The changes at exactly ``paths``, with all below those that hold their contents: what
+    ``commit -p`` offered as the units chosen (a directory's own change without the changes
+    below it, which were offered, and maybe declined, on their own)."""
+    chosen = {str(p) for p in paths}
+    found: list[Change] = []
+    root: str | None = None
+    for change in sorted(changes, key=lambda c: c.real_path.replace("/", "\0")):
+        if root is not None and is_within(change.real_path, root):
+            found.append(change)
+            continue
+        root = None
+        if change.real_path in chosen:
+            found.append(change)
+            root = change.real_path if holds_its_contents(change) else None
+    return found
+
+
 def holds_a_mask(change: Change, kept: Sequence[str]) -> bool:
     """A directory above a hidden path whose only change is its mode or owner: the engine
     made it to hold the mask's mount point or whiteout (try and the container engines make

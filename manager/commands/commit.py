@@ -66,10 +66,10 @@ def commit(args: argparse.Namespace) -> int:
         _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
     seen = shown.current(session)   # before the release, which may tidy the call records
 
-    def vet(changes: list[Change]) -> None:
+    def vet(applying: list[Change]) -> None:
         # The sandbox is stopped: what is compared is what is applied, as commit read it.
         if seen is not None:
-            _refuse_changed(session, shown.late(seen, lambda: reviewable(ctx, changes), paths))
+            _refuse_changed(session, shown.late(seen, reviewable(ctx, applying)))
 
     with upper_at_rest(ctx, session, unheld=True) as layers:
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
@@ -85,7 +85,9 @@ def commit(args: argparse.Namespace) -> int:
 
 def _refuse_unreviewed(late: list[Path], paths: list[Path]) -> None:
     """Nothing is applied while a process outside any call changed a path after review."""
-    late = [p for p in late if not paths or any(is_within(p, n) for n in paths)]
+    # Within the paths named, or above one (a new parent commit brings along).
+    late = [p for p in late if not paths or any(is_within(p, n) or is_within(n, p)
+                                                for n in paths)]
     if late:
         shown = ", ".join(ui.quote(str(p)) for p in late[:5]) + (" ..." if len(late) > 5 else "")
         raise WorkspaceError(

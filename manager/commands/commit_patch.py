@@ -21,6 +21,7 @@ from manager.review import patch_prompt
 from manager.review.grouping import group
 from manager.session import shown
 from manager.session.context import Context
+from manager.session.sandbox import kept_out
 from manager.session.sandbox import pending
 from manager.session.sandbox import reviewable
 from manager.session.sandbox import upper_at_rest
@@ -45,12 +46,16 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
         _refuse_changed([str(p.change.path) for p in choices.partial
                          if not partial.still_shown(p.change, p.new)])
 
-        def vet(changes: list[Change]) -> None:   # of what commit reads, as it reads it
-            now = [c for c in reviewable(ctx, changes) if not excluded(c.path)]
-            _refuse_changed(shown.grown(seen, now, choices.whole))
+        offered_record = shown.Review(seen, {upper for upper, _, _ in seen})
 
+        def vet(applying: list[Change]) -> None:   # what commit applies, as it reads it
+            now = [c for c in reviewable(ctx, applying) if not excluded(c.path)]
+            _refuse_changed(shown.late(offered_record, now))
+
+        # Exactly the units chosen (a directory's own change, not what was offered below it).
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
-                              exclude=never_committed(ctx), vet=vet) if choices.whole else None
+                              exclude=never_committed(ctx), vet=vet, kept=kept_out(ctx),
+                              units=True) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
     if result is not None:
         ui.out(f"committed {ui.count(len(result.applied_paths), 'path')} whole")

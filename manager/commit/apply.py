@@ -23,9 +23,11 @@ from pathlib import Path
 from manager.changes import seen
 from manager.changes.model import Change
 from manager.changes.model import Layer
+from manager.changes.model import holds_a_mask
 from manager.changes.model import is_within
 from manager.changes.model import read_changes
 from manager.changes.model import select
+from manager.changes.model import select_units
 from manager.commit import journal
 from manager.commit import trees
 from manager.commit.btime import may_follow
@@ -34,8 +36,10 @@ from manager.commit.journal import Journal
 from manager.commit.journal import Step
 from manager.commit.plan import PathIssue
 from manager.commit.plan import Plan
+from manager.commit.plan import fingerprints
 from manager.commit.plan import make_plan
 from manager.commit.plan import same_entry
+from manager.commit.plan import with_parents
 from manager.commit.safefs import DirChain
 from manager.commit.safefs import lstat_at
 from manager.commit.safefs import proc_path
@@ -90,21 +94,40 @@ Vet = Callable[[list[Change]], None]
 def commit(session_dir: Path, layers: Sequence[Layer], project: Path,
            paths: Sequence[Path] = (), *, force: bool = False,
            exclude: Sequence[str] = (), progress: Progress | None = None,
-           allow_special: bool = False, vet: Vet | None = None) -> CommitResult:
-    """Apply the changes at or below ``paths`` (all when empty) to the real filesystem."""
+           allow_special: bool = False, vet: Vet | None = None, kept: Sequence[str] = (),
+           units: bool = False) -> CommitResult:
+    """Apply the changes at or below ``paths`` (all when empty) to the real filesystem;
+    ``units``: exactly the changes at ``paths`` (``model.select_units``: commit -p's units);
+    ``kept``: the paths kept out (state, hidden), above which a directory's mode is never
+    applied, as review never shows it (``holds_a_mask``)."""
     result = CommitResult()
     resume(session_dir, project, result)
     collector = trees.Collector(project)
-    all_changes = read_changes(list(layers), project, collapse=collector)
-    if vet is not None:
-        vet(all_changes)
+    all_changes = [c for c in read_changes(list(layers), project, collapse=collector)
+                   if not holds_a_mask(c, kept)]
     excluded = compile_patterns(exclude, project)
     all_changes, whole = trees.settle(all_changes, collector.trees, paths, excluded)
-    plan = make_plan(layers, all_changes, select(all_changes, list(paths)),
-                     excluded=excluded, force=force, allow_special=allow_special,
-                     seen=seen.Seen(session_dir), trees=whole)
+    chosen = select_units(all_changes, list(paths)) if units else \
+        select(all_changes, list(paths))
+    printed = vetted(all_changes, chosen, whole, vet)
+    plan = make_plan(layers, all_changes, chosen, excluded=excluded, force=force,
+                     allow_special=allow_special, seen=seen.Seen(session_dir), trees=whole,
+                     fingerprints=printed)
     carry_out(session_dir, layers, all_changes, plan, result, force=force, progress=progress)
     return result
+
+
+def vetted(all_changes: list[Change], chosen: list[Change], whole: dict[str, Census],
+           vet: Vet | None) -> dict[str, str]:
+    """The fingerprints of what commit will apply (``chosen``, the new parents it needs,
+    each entry of a tree step), taken first; then ``vet`` is asked of all of it, as this
+    commit read it (attack pass 22: handed the collapsed trees and the named paths only,
+    it missed an entry added in a new directory and a new parent's mode)."""
+    applying = with_parents(chosen, all_changes)
+    printed = fingerprints(applying, whole)
+    if vet is not None:
+        vet(trees.expanded(applying, whole))
+    return printed
 
 
 def resume(session_dir: Path, project: Path, result: CommitResult) -> None:

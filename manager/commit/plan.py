@@ -90,6 +90,7 @@ class _Context:
     # Real directories found missing: a new tree's 10,000 entries are not each looked up.
     absent: set[str] = field(default_factory=set)
     trees: Mapping[str, Census] = field(default_factory=dict)  # new trees that go whole
+    fingerprints: Mapping[str, str] = field(default_factory=dict)   # by upper path
 
     def real_at(self, change: Change) -> tuple[int, str] | None:
         """The real entry's parent descriptor and name; None when a parent is no real directory."""
@@ -126,17 +127,21 @@ class _Context:
 def make_plan(layers: Sequence[Layer], all_changes: list[Change], selected: list[Change], *,
               excluded: Callable[[Path | str], bool], force: bool, allow_special: bool = False,
               seen: Seen | None = None,
-              trees: Mapping[str, Census] | None = None) -> Plan:
+              trees: Mapping[str, Census] | None = None,
+              fingerprints: Mapping[str, str] | None = None) -> Plan:
     """``seen``: names a walk saw the sandbox's own entry stand over a real one
     (:mod:`manager.changes.seen`). ``trees``: new directories (settled:
-    :func:`manager.commit.trees.settle`) each committed as one tree step."""
+    :func:`manager.commit.trees.settle`) each committed as one tree step. ``fingerprints``:
+    upper entries' fingerprints taken before the caller checked them against review
+    (:func:`fingerprints`; the others are taken here)."""
     plan = Plan()
     ctx = _Context(layers, [DirChain(layer.target) for layer in layers], excluded, force,
                    allow_special,
                    opaque={c.real_path for c in all_changes if c.opaque},
                    hiding={c.real_path for c in all_changes if c.new_type is EntryType.DIR
                            and c.kind in (Kind.ADDED, Kind.REPLACED)},
-                   seen=seen or Seen(None), trees=trees or {})
+                   seen=seen or Seen(None), trees=trees or {},
+                   fingerprints=fingerprints or {})
     try:
         for change in with_parents(selected, all_changes):
             _plan_one(plan, ctx, change)
@@ -215,6 +220,19 @@ def step_for(layers: Sequence[Layer], change: Change) -> Step:
     return Step(action, layer_of(layers, change.upper_path), change.real_path, change.upper_path)
 
 
+def fingerprints(applying: list[Change], trees: Mapping[str, Census]) -> dict[str, str]:
+    """The fingerprints of the upper entries of ``applying`` (a tree's are its census's,
+    taken as it was read), to be taken *before* they are checked against review: what is
+    checked is then what the steps hold the copies to (attack pass 22)."""
+    found = {}
+    for change in applying:
+        if change.kind is not Kind.DELETED and change.real_path not in trees:
+            printed = _judged(change.upper_path)
+            if printed is not None:
+                found[change.upper_path] = printed
+    return found
+
+
 def _judged(upper: str) -> str | None:
     """The fingerprint of what this plan judged (None: gone; its step then fails)."""
     try:
@@ -242,7 +260,7 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         step = replace(step, action="tree", judged=census.judged.value)
         plan.trees[step.path] = census
     elif step.upper is not None and step.action != "remove":
-        step = replace(step, judged=_judged(step.upper))
+        step = replace(step, judged=ctx.fingerprints.get(step.upper) or _judged(step.upper))
     plan.steps.append(step)
     if step.action == "dir" and real is not None and (change.opaque or
                                                       _under(change.real_path, ctx.opaque)):

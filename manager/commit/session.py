@@ -67,8 +67,6 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
     collector = trees.Collector(project)
     changes = [c for c in read_changes(list(layers), project, collapse=collector)
                if not holds_a_mask(c, kept)]
-    if vet is not None:
-        vet(changes)
     history = _history(target, changes, paths)
     dropped: list[Path] = []
     if history is not None:
@@ -77,11 +75,12 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
         exclude = [*exclude, *map(Literal, map(str, dropped)), *map(Literal, map(str, held))]
     excluded = compile_patterns(exclude, project)
     changes, whole = trees.settle(changes, collector.trees, paths, excluded)
+    printed = apply.vetted(changes, select(changes, list(paths)), whole, vet)
 
     def planned() -> Plan:
         return make_plan(layers, changes, select(changes, list(paths)), excluded=excluded,
                          force=force, allow_special=allow_special,
-                         seen=Seen(target.session_dir), trees=whole)
+                         seen=Seen(target.session_dir), trees=whole, fingerprints=printed)
 
     plan = planned()
     if history is not None:

@@ -443,10 +443,7 @@ def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp
     """Copy the upper entry ``ust`` describes, only while it is that entry
     (commit/judged.py: a file is read from one descriptor, checked before and after)."""
     if stat.S_ISLNK(ust.st_mode):
-        target = os.readlink(up_name, dir_fd=up_fd)
-        judged.same_while_read(ust, os.stat(up_name, dir_fd=up_fd, follow_symlinks=False),
-                               up_name)
-        os.symlink(target, temp, dir_fd=dir_fd)
+        os.symlink(os.readlink(up_name, dir_fd=up_fd), temp, dir_fd=dir_fd)
         if os.geteuid() == 0:
             os.chown(temp, ust.st_uid, ust.st_gid, dir_fd=dir_fd, follow_symlinks=False)
         copy_xattrs(proc_path(up_fd, up_name), proc_path(dir_fd, temp))
@@ -454,12 +451,15 @@ def _copy_entry(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp
                  follow_symlinks=False)
     elif stat.S_ISREG(ust.st_mode):
         _copy_file(up_fd, up_name, ust, dir_fd, temp)
+        return   # checked from its descriptor
     else:  # fifos, sockets, devices (devices only as root)
         os.mknod(temp, ust.st_mode, ust.st_rdev, dir_fd=dir_fd)
         if os.geteuid() == 0:
             os.chown(temp, ust.st_uid, ust.st_gid, dir_fd=dir_fd, follow_symlinks=False)
         os.chmod(temp, stat.S_IMODE(ust.st_mode), dir_fd=dir_fd)  # after chown: it clears setuid
         copy_xattrs(proc_path(up_fd, up_name), proc_path(dir_fd, temp))
+    # After the last read of it (the target, the xattrs): the entry read was the one judged.
+    judged.same_while_read(ust, os.stat(up_name, dir_fd=up_fd, follow_symlinks=False), up_name)
 
 
 def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp: str) -> None:
@@ -470,13 +470,14 @@ def _copy_file(up_fd: int, up_name: str, ust: os.stat_result, dir_fd: int, temp:
                       0o600, dir_fd=dir_fd)
         try:
             copy_data(src, dst, ust.st_size)
-            judged.same_while_read(ust, os.fstat(src), up_name)
             if os.geteuid() == 0:
                 _set_meta(dst, ust, times=True)
                 copy_xattrs(src, dst)   # capabilities last: a chown would clear them
             else:
                 copy_xattrs(src, dst)   # before the mode: a read-only file takes no user xattr
                 _set_meta(dst, ust, times=True)
+            # After the last read of it (data, xattrs): what was copied was what was judged.
+            judged.same_while_read(ust, os.fstat(src), up_name)
         finally:
             os.close(dst)
     finally:

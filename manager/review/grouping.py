@@ -16,7 +16,7 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import EntryType
-from manager.changes.model import Kind
+from manager.changes.model import holds_its_contents
 from manager.changes.model import is_within
 from manager.git import plumbing
 from manager.record import Record
@@ -114,13 +114,8 @@ def _collapse(changes: list[Change], expand: bool) -> list[Entry]:
             continue
         entry = Entry(change, [change])
         entries.append(entry)
-        root = entry if not expand and _collapses(change) else None
+        root = entry if not expand and holds_its_contents(change) else None
     return entries
-
-
-def _collapses(change: Change) -> bool:
-    new_dir = change.new_type is EntryType.DIR
-    return new_dir and (change.kind is Kind.ADDED or change.opaque or change.kind is Kind.REPLACED)
 
 
 def root_label(path: Path, home: Path) -> str:

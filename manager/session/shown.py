@@ -35,7 +35,6 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +70,7 @@ class Review:
 
     def __init__(self, files: Shown, names: set[str] | None, stale: bool = False) -> None:
         self.files = files
-        self.names = names   # volume mode: every upper entry it read (no times to tell)
+        self.names = names   # every upper entry it read: commit refuses any other
         self.stale = stale   # an older format's record: it holds too little to compare
 
 
@@ -112,17 +111,24 @@ def current(session: Session) -> Review | None:
     files = list(zip(fields[0::3], fields[1::3], fields[2::3], strict=False))
     # Where no time says what changed since (volume mode, and overlay and try, which keep no
     # call records): what the review read by name, so that anything else is refused.
-    named = _in_volume(session) or not (session.sandbox / CALLS).is_dir()
-    return Review(files, {upper for upper, _, _ in files} if named else None)
+    return Review(files, {upper for upper, _, _ in files})
 
 
-def late(seen: Review, found: Callable[[], list[Change]], paths: list[Path]) -> list[str]:
-    """The real paths (within ``paths``, if any) commit must not apply on ``seen``: changed
-    since, added since (volume mode), or every pending one for a record too old to tell."""
+def late(seen: Review, applying: list[Change]) -> list[str]:
+    """The real paths of ``applying`` commit must not apply on ``seen``. ``applying`` is
+    every entry this commit applies, as commit itself read them (the paths chosen, the new
+    parents they need, each entry a tree step carries: attack pass 22): changed since the
+    review read it (an attribute, replaced), added since (by name, where the record holds
+    the names), or every one, for a record too old to tell. A recorded entry that is no
+    longer pending (committed since, or gone) is nothing commit applies."""
+    entries = list(_entries(applying))
     if seen.stale:
-        return sorted(c.real_path for c in found() if _within(c.real_path, paths))
-    extra = [] if seen.names is None else added(seen.names, found(), paths)
-    return sorted({*changed(seen.files, paths), *extra})
+        return sorted({real for _, real in entries})
+    reals = {real for _, real in entries}
+    found = {real for upper, real, was in seen.files if real in reals and entry(upper) != was}
+    if seen.names is not None:
+        found.update(real for upper, real in entries if upper not in seen.names)
+    return sorted(found)
 
 
 def changed(shown: Shown, paths: list[Path]) -> list[str]:
@@ -133,20 +139,6 @@ def changed(shown: Shown, paths: list[Path]) -> list[str]:
         if _within(real, paths) and entry(upper) != was:
             late.append(real)
     return sorted(late)
-
-
-def grown(shown: Shown, found: list[Change], paths: list[Path]) -> list[str]:
-    """The real paths (within ``paths``) of entries ``found`` applies that ``shown`` did
-    not hold: made since (``commit -p`` applies a path chosen whole with what is below it,
-    as it is, so everything there must be what was shown)."""
-    return added({upper for upper, _, _ in shown}, found, paths)
-
-
-def added(names: set[str], found: list[Change], paths: list[Path]) -> list[str]:
-    """The real paths (within ``paths``, if any) of the entries ``found`` applies that the
-    review did not read (below a new directory too: what it holds is applied whole)."""
-    return sorted(real for upper, real in _entries(found)
-                  if upper not in names and _within(real, paths))
 
 
 def entry(path: str) -> str:
@@ -199,12 +191,6 @@ def _xattrs(path: str, directory: bool) -> str:
 
 def _within(real: str, paths: list[Path]) -> bool:
     return not paths or any(is_within(Path(real), p) for p in paths)
-
-
-def _in_volume(session: Session) -> bool:
-    from manager.engines.container.upper import in_volume
-
-    return in_volume(session)
 
 
 def _calls(session: Session) -> int | None:

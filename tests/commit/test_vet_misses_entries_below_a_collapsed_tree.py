@@ -49,7 +49,7 @@ def test_an_entry_added_below_a_new_tree_after_review_is_refused(tree: Tree) -> 
     vetted: list[list[str]] = []
 
     def vet(changes: list[Change]) -> None:   # as manager/commands/commit.py's vet
-        late = shown.late(record, lambda: changes, [])
+        late = shown.late(record, changes)
         vetted.append(late)
         if late:
             raise WorkspaceError(f"changed after review: {late}")

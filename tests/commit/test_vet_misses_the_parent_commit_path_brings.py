@@ -21,6 +21,7 @@ user named.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -43,14 +44,12 @@ def test_the_parent_a_named_path_brings_is_vetted_too(tree: Tree) -> None:
     paths = [tree.r("new/a")]
 
     def vet(changes: list[Change]) -> None:   # as manager/commands/commit.py's vet
-        late = shown.late(record, lambda: changes, paths)
+        late = shown.late(record, changes)
         if late:
             raise WorkspaceError(f"changed after review: {late}")
 
-    try:
+    with contextlib.suppress(WorkspaceError):
         apply.commit(tree.session, tree.layers, tree.real, paths, vet=vet)
-    except WorkspaceError:
-        pass
     mode = stat.S_IMODE(os.lstat(tree.r("new")).st_mode) if tree.r("new").exists() else None
     assert mode in (None, 0o755), (
         f"commit new/a made the real new/ mode {mode:o}; review showed 755 and the vet, "

@@ -30,7 +30,6 @@ changes ``trees.expanded`` makes of them), never of a summary of them.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import uuid
 from pathlib import Path

@@ -104,7 +104,7 @@ def test_a_record_of_another_format_asks_for_a_new_review(tmp_path: Path):
                          project)
     shown.record(session, found)
     seen = shown.current(session)
-    assert seen is not None and not seen.stale and shown.late(seen, lambda: found, []) == []
+    assert seen is not None and not seen.stale and shown.late(seen, found) == []
     record = session.sandbox / shown.RECORD
     body = record.read_bytes().partition(b"\n")[2]
     calls = os.stat(session.sandbox / "running").st_mtime_ns
@@ -115,7 +115,7 @@ def test_a_record_of_another_format_asks_for_a_new_review(tmp_path: Path):
         record.write_bytes(head + b"\n" + rest)
         seen = shown.current(session)
         assert seen is not None and seen.stale, head
-        refused = shown.late(seen, lambda: found, [])   # every pending path
+        refused = shown.late(seen, found)   # every pending path
         assert str(project / "a.txt") in refused and len(refused) == len(found), head
     record.write_bytes(b"%d 3 -1\n" % (calls - 1) + body)   # an old record of an earlier call
     assert shown.current(session) is None
