@@ -69,13 +69,14 @@ def commit(args: argparse.Namespace) -> int:
     def vet(applying: list[Change]) -> None:
         # The sandbox is stopped: what is compared is what is applied, as commit read it.
         if seen is not None:
-            _refuse_changed(session, shown.late(seen, reviewable(ctx, applying)))
+            _refuse_changed(session, shown.late(seen, reviewable(ctx, applying), paths))
 
     with upper_at_rest(ctx, session, unheld=True) as layers:
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               kept=kept_out(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"), vet=vet)
+        shown.forget_gone(session)   # what it committed left the upper, by its hand
     if args.json:
         ui.dump_json(done.as_json())
     else:

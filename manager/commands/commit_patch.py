@@ -50,13 +50,14 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
 
         def vet(applying: list[Change]) -> None:   # what commit applies, as it reads it
             now = [c for c in reviewable(ctx, applying) if not excluded(c.path)]
-            _refuse_changed(shown.late(offered_record, now))
+            _refuse_changed(shown.late(offered_record, now, choices.whole))
 
         # Exactly the units chosen (a directory's own change, not what was offered below it).
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
                               exclude=never_committed(ctx), vet=vet, kept=kept_out(ctx),
                               units=True) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
+        shown.forget_gone(session)   # what it committed left the upper, by its hand
     if result is not None:
         ui.out(f"committed {ui.count(len(result.applied_paths), 'path')} whole")
         for issue in [*result.conflicts, *result.errors]:

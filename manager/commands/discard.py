@@ -11,6 +11,7 @@ from manager.commands.common import review_context
 from manager.commands.common import session_args
 from manager.commit import apply
 from manager.errors import WorkspaceError
+from manager.session import shown
 from manager.session.sandbox import upper_at_rest
 
 
@@ -31,6 +32,7 @@ def discard(args: argparse.Namespace) -> int:
     with upper_at_rest(ctx, session) as layers:
         dropped = apply.discard(session.dir, layers, session.project_path,
                                 resolve_paths(args.paths), progress=ui.progress("discarded"))
+        shown.forget_gone(session)   # dropped by us: the next commit need not ask about them
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:

@@ -91,6 +91,9 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
         history.kept = history_mod.committed_paths(history, worktree)
         if trees.holding(whole, history.kept):   # files that stay on the side branch
             changes, whole = trees.settle(changes, whole, [*paths, *history.kept], excluded)
+            # Its entries are planned one by one now: fingerprinted, then vetted, again
+            # (attack pass 23: fingerprinted after the vet, a write between was copied).
+            printed = apply.vetted(changes, select(changes, list(paths)), whole, vet)
             plan = planned()   # the same conflicts: a tree's entries are all new
         plan = withhold(plan, history.kept, changes)
     apply.carry_out(target.session_dir, layers, changes, plan, done.result, force=force,

@@ -37,6 +37,7 @@ import os
 import stat
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 
 from manager.changes.model import Change
@@ -80,13 +81,41 @@ def record(session: Session, found: list[Change]) -> None:
     calls = _calls(session)
     if calls is None:
         return
+    _write(session, calls, digests(found))
+
+
+def _write(session: Session, calls: int, files: Shown) -> None:
     # NUL-separated (no name or target holds one): 10,000 files, a third of JSON's time.
-    fields = [os.fsencode(f) for item in digests(found) for f in item]
+    fields = [os.fsencode(f) for item in files for f in item]
     head = b"%s %d %d\n" % (VERSION, calls, len(fields))
     tmp = session.sandbox / f".{RECORD}.tmp"
     with contextlib.suppress(OSError):    # never a reason for review to fail: commit refuses
         tmp.write_bytes(head + b"\0".join(fields))
         os.replace(tmp, session.sandbox / RECORD)
+
+
+def forget_gone(session: Session) -> None:
+    """After a commit or a discard ran (the sandbox stopped, the lock held): the record's
+    entries whose upper entry is gone were committed or dropped by it, and leave the record;
+    any other that goes is refused by the next commit (attack pass 23: an entry review
+    showed, removed after it, left the rest of what review showed to apply alone)."""
+    seen = current(session)
+    calls = _calls(session)
+    if seen is None or seen.stale or calls is None:
+        return
+    kept = [item for item in seen.files if not _gone(item[0])]
+    if len(kept) != len(seen.files):
+        _write(session, calls, kept)
+
+
+def _gone(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False   # unreadable, too long: kept (commit compares it as it can)
+    return False
 
 
 def current(session: Session) -> Review | None:
@@ -114,18 +143,20 @@ def current(session: Session) -> Review | None:
     return Review(files, {upper for upper, _, _ in files})
 
 
-def late(seen: Review, applying: list[Change]) -> list[str]:
-    """The real paths of ``applying`` commit must not apply on ``seen``. ``applying`` is
-    every entry this commit applies, as commit itself read them (the paths chosen, the new
-    parents they need, each entry a tree step carries: attack pass 22): changed since the
-    review read it (an attribute, replaced), added since (by name, where the record holds
-    the names), or every one, for a record too old to tell. A recorded entry that is no
-    longer pending (committed since, or gone) is nothing commit applies."""
+def late(seen: Review, applying: list[Change], paths: Sequence[Path] = ()) -> list[str]:
+    """The real paths commit must not apply on ``seen``. ``applying``: every entry this
+    commit applies, as commit itself read them (the paths chosen, the new parents they need,
+    each entry a tree step carries: attack pass 22); ``paths``: those named (none: all).
+    Refused: an entry the review read, within ``paths`` or applied, that is not what it read
+    (an attribute changed, replaced, or gone: what commit or discard removed itself has left
+    the record, ``forget_gone``); an applied entry whose name the record lacks; or every
+    applied one, for a record too old to tell."""
     entries = list(_entries(applying))
-    if seen.stale:
-        return sorted({real for _, real in entries})
     reals = {real for _, real in entries}
-    found = {real for upper, real, was in seen.files if real in reals and entry(upper) != was}
+    if seen.stale:
+        return sorted(reals)
+    found = {real for upper, real, was in seen.files
+             if (real in reals or _within(real, list(paths))) and entry(upper) != was}
     if seen.names is not None:
         found.update(real for upper, real in entries if upper not in seen.names)
     return sorted(found)
