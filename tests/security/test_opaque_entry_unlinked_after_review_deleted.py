@@ -1,0 +1,148 @@
+"""Attack pass 23: a file review showed rewritten inside a replaced (opaque) directory is
+deleted by commit, because the entry was unlinked from the upper after review and commit
+treats a recorded entry that is no longer pending as nothing to refuse, while the opaque
+directory's prune deletes every real entry absent from the upper.
+
+The attack (overlay engine; try alike): the real project holds ``conf/app.ini`` and
+``conf/other.ini``. A call replaces the directory (``rm -rf conf; mkdir conf``: overlay marks
+the new upper ``conf`` opaque), writes ``conf/app.ini`` with harmless new bytes and hands a
+descriptor of ``conf`` to a process of another session over an abstract unix socket (attack
+pass 15). ``workspace status``/``diff`` show ``conf`` replaced and ``conf/app.ini`` with the
+new bytes, and record both. The other process then ``unlinkat``s ``app.ini`` through the
+descriptor (in an opaque directory overlay removes the upper entry, no whiteout) and exits,
+so the in-use probe finds nothing held. ``workspace commit``: ``conf/app.ini`` is not among
+the changes commit reads; ``shown.late`` ignores it ("no longer pending", pass 22); ``conf``'s
+recorded attributes are unchanged (its names are never recorded); ``plan._plan_prune``
+removes the real ``conf/app.ini`` (absent from the upper now). Review never showed it deleted.
+
+The container engines' volume mode (record checked by name) fails the same way with a
+call's background process as the writer.
+
+Promise broken: what commit applies is exactly what review showed (an unreviewed deletion).
+
+Rule that would close the class: a prune deletes only what review showed going: record an
+opaque (replacing) directory's names, or refuse a recorded entry that is gone when commit
+still acts on its real path (a prune below an opaque directory), instead of ignoring it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.engines import accounts
+from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import account_for
+from tests.security.two_sessions import say
+
+pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
+
+RECEIVE = """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0" + sys.argv[1])
+s.listen(2)
+c, _ = s.accept()
+_, fds, _, _ = socket.recv_fds(c, 100, 1)
+print("received", len(fds), flush=True)
+go, _ = s.accept()          # the agent would use a timer; the test says when
+go.recv(10)
+os.unlink("app.ini", dir_fd=fds[0])
+print("unlinked", flush=True)
+"""
+
+REPLACE_AND_SEND = """
+import os, shutil, socket, sys, time
+shutil.rmtree("conf")
+os.mkdir("conf")
+with open("conf/app.ini", "w") as f:
+    f.write("reviewed new settings\\n")
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\\0" + sys.argv[1])
+        break
+    except OSError:
+        s.close()
+        time.sleep(0.1)
+socket.send_fds(s, [b"dir"], [os.open("conf", os.O_RDONLY | os.O_DIRECTORY)])
+print("sent", flush=True)
+"""
+
+
+def _real_conf(project: Path, account: accounts.Account) -> None:
+    conf = project / "conf"
+    conf.mkdir()
+    (conf / "app.ini").write_text("the user's settings\n")
+    (conf / "other.ini").write_text("other\n")
+    account.chown(conf, conf / "app.ini", conf / "other.ini")
+
+
+@pytest.mark.parametrize("ids", ID_SETUPS)
+def test_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
+        ids: str, tmp_path: Path) -> None:
+    account, env = account_for(ids, tmp_path)
+    _real_conf(account.project, account)
+    other = account.base / "other"
+    other.mkdir()
+    account.chown(other)
+    name = f"ws-attack23-{uuid.uuid4().hex[:12]}"
+    full = account.env(**env)
+    receiver = subprocess.Popen(
+        [*account.prefix, "env", *(f"{k}={v}" for k, v in full.items()), account.python, "-m",
+         "manager", "run", "--project", str(other), "--", "python3", "-c", RECEIVE, name],
+        cwd=other, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sent = account.ws("run", "--", "python3", "-c", REPLACE_AND_SEND, name, env=env,
+                          timeout=60)
+        assert "sent" in sent.stdout, sent
+        review = account.ws("status", "--json", env=env, check=True).stdout
+        assert "app.ini" in review, review
+        shown = account.ws("diff", "--no-pager", env=env, check=True).stdout
+        assert "reviewed new settings" in shown, shown
+        say(name)
+        out, err = receiver.communicate(timeout=60)
+        assert "unlinked" in out, (out, err)
+        done = account.ws("commit", env=env, timeout=60)
+        app = account.project / "conf/app.ini"
+        assert app.exists(), (
+            "commit deleted conf/app.ini, which review showed rewritten (the entry was "
+            f"unlinked after review): review said {review!r}; commit said "
+            f"{done.stdout!r} {done.stderr!r}")
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait(timeout=10)
+        accounts.clean(account)
+
+
+from tests.engines.conftest import engine_cli  # noqa: E402
+from tests.security.after_review import container_engine  # noqa: E402,F401 - the fixture
+from tests.security.after_review import release  # noqa: E402
+
+LATER = ("sh -c 't=0; while [ ! -e /dev/shm/go ] && [ $t -lt 300 ]; do sleep 0.1; t=$((t+1)); done; "
+         "rm conf/app.ini; : > /dev/shm/done; sleep 60' >/dev/null 2>&1 </dev/null &")
+
+
+@pytest.mark.as_user
+def test_container_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
+        ws, project: Path, container_engine: str) -> None:  # noqa: F811
+    conf = project / "conf"
+    conf.mkdir()
+    (conf / "app.ini").write_text("the user's settings\n")
+    (conf / "other.ini").write_text("other\n")
+    cli = engine_cli(container_engine)
+    ws("run", "--", "sh", "-c",
+       "rm -rf conf && mkdir conf && echo reviewed > conf/app.ini; " + LATER, check=True)
+    shown = ws("diff", "--no-pager", check=True).stdout + \
+        ws("status", "--no-pager", check=True).stdout
+    assert "app.ini" in shown, shown
+    release(cli, "/dev/shm/done", what="the background process never ran")
+    proc = ws("commit")
+    assert (conf / "app.ini").exists(), (
+        f"commit deleted conf/app.ini, which review showed rewritten (unlinked after review "
+        f"by a process the call left running): {shown!r}; commit said {proc.stdout!r} "
+        f"{proc.stderr!r}")
