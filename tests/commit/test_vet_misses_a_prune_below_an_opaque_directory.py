@@ -70,3 +70,36 @@ def test_an_entry_gone_from_an_opaque_directory_after_review_is_not_a_deletion(t
     assert tree.r("conf/app.ini").exists(), (
         "commit deleted the real conf/app.ini, which review showed rewritten, not deleted: "
         f"the vet found {vetted}; result: {result.as_json() if result else None}")
+
+
+def test_a_reviewed_move_is_not_committed_as_a_deletion(tree: Tree) -> None:
+    """The same class without an opaque directory: review showed a move (``policy.conf``
+    deleted, ``archive/policy.conf`` added); after review the added copy is unlinked (an
+    added file: no whiteout). Before pass 22's change 2 the recorded entry, gone, was refused
+    (``shown.changed`` compared every recorded entry); now it is ignored, and commit applies
+    only the deletion: the file is gone from everywhere, which no review showed."""
+    from tests.overlay_model import whiteout
+
+    write(tree.r("policy.conf"), "deny all\n")
+    write(tree.r("archive/README"), "old things\n")
+    whiteout(tree.u("policy.conf"))
+    write(tree.u("archive/policy.conf"), "deny all\n")
+
+    reviewed = read_changes(tree.layers, tree.real)
+    files = shown.digests(reviewed)
+    record = shown.Review(files, {upper for upper, _, _ in files})
+
+    os.unlink(tree.u("archive/policy.conf"))   # after review, through a held descriptor
+
+    def vet(changes: list[Change]) -> None:
+        late = shown.late(record, changes)
+        if late:
+            raise WorkspaceError(f"changed after review: {late}")
+
+    try:
+        result = apply.commit(tree.session, tree.layers, tree.real, vet=vet)
+    except WorkspaceError:
+        result = None
+    assert tree.r("policy.conf").exists() or tree.r("archive/policy.conf").exists(), (
+        "commit deleted policy.conf and never added archive/policy.conf: review showed a "
+        f"move, commit applied a deletion; result: {result.as_json() if result else None}")
