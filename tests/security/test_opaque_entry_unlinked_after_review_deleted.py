@@ -13,7 +13,13 @@ descriptor (in an opaque directory overlay removes the upper entry, no whiteout)
 so the in-use probe finds nothing held. ``workspace commit``: ``conf/app.ini`` is not among
 the changes commit reads; ``shown.late`` ignores it ("no longer pending", pass 22); ``conf``'s
 recorded attributes are unchanged (its names are never recorded); ``plan._plan_prune``
-removes the real ``conf/app.ini`` (absent from the upper now). Review never showed it deleted.
+removes the real ``conf/app.ini`` (absent from the upper now). Review (diff) showed "a/conf
+deleted with everything in it", then ``conf`` added with ``conf/app.ini`` holding the new bytes:
+the end state it showed holds ``app.ini``; commit's has none, and says "committed 3 paths".
+Before pass 22's change 2 the recorded entry, gone, was refused (``shown.changed`` compared
+every recorded entry); now a reviewed change set is applied in part, silently (the general
+form: tests/commit/test_vet_misses_a_prune_below_an_opaque_directory.py, a reviewed move
+committed as a deletion).
 
 The container engines' volume mode (record checked by name) fails the same way with a
 call's background process as the writer.
