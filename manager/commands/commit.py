@@ -72,11 +72,15 @@ def commit(args: argparse.Namespace) -> int:
             _refuse_changed(session, shown.late(seen, reviewable(ctx, applying), paths))
 
     with upper_at_rest(ctx, session, unheld=True) as layers:
+        finished = _finish_interrupted(session)
+        if seen is not None:   # what it finished left the upper by its hand
+            seen = shown.without(seen, {str(p) for p in finished.resumed})
         done = commit_session(target, layers, paths, exclude=never_committed(ctx),
                               kept=kept_out(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"), vet=vet)
         shown.forget_gone(session)   # what it committed left the upper, by its hand
+    _merge(finished, done.result)
     if args.json:
         ui.dump_json(done.as_json())
     else:
@@ -96,6 +100,20 @@ def _refuse_unreviewed(late: list[Path], paths: list[Path]) -> None:
             f"last review, by a process a call left running: {shown}; nothing was committed",
             hint="review again (workspace status / workspace diff), then commit: the sandbox is "
                  "stopped now, nothing changes it until the next call")
+
+
+def _finish_interrupted(session: Session) -> apply.CommitResult:
+    """An interrupted commit, finished first (before the check against review, which must
+    not read what it finished as changed since)."""
+    finished = apply.CommitResult()
+    apply.resume(session.dir, session.project_path, finished)
+    return finished
+
+
+def _merge(finished: apply.CommitResult, result: apply.CommitResult) -> None:
+    result.resumed[:0] = finished.resumed
+    result.conflicts[:0] = finished.conflicts
+    result.errors[:0] = finished.errors
 
 
 def _refuse_changed(session: Session, late: list[str]) -> None:

@@ -94,6 +94,15 @@ def _write(session: Session, calls: int, files: Shown) -> None:
         os.replace(tmp, session.sandbox / RECORD)
 
 
+def without(seen: Review, reals: set[str]) -> Review:
+    """``seen`` without the entries at or below ``reals`` (real paths: a tree step's below
+    it): a resumed commit finished them, by its hand."""
+    below = tuple(r.rstrip("/") + "/" for r in reals)
+    files = [item for item in seen.files if item[1] not in reals and not item[1].startswith(below)]
+    names = None if seen.names is None else {upper for upper, _, _ in files}
+    return Review(files, names, seen.stale)
+
+
 def forget_gone(session: Session) -> None:
     """After a commit or a discard ran (the sandbox stopped, the lock held): the record's
     entries whose upper entry is gone were committed or dropped by it, and leave the record;
