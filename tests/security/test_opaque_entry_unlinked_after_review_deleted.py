@@ -33,6 +33,7 @@ still acts on its real path (a prune below an opaque directory), instead of igno
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -141,8 +142,14 @@ def test_container_a_file_unlinked_in_a_replaced_directory_after_review_is_not_d
     (conf / "app.ini").write_text("the user's settings\n")
     (conf / "other.ini").write_text("other\n")
     cli = engine_cli(container_engine)
-    ws("run", "--", "sh", "-c",
-       "rm -rf conf && mkdir conf && echo reviewed > conf/app.ini; " + LATER, check=True)
+    made = ws("run", "--", "sh", "-c", "rm -rf conf && mkdir conf && echo reviewed > conf/app.ini")
+    if made.returncode != 0 and container_engine == "podman-volume" and os.geteuid() != 0:
+        # Rootless podman's volume overlay cannot remove a directory of the project
+        # (docs/containers.md): no directory is replaced, so there is nothing to attack.
+        assert "Input/output error" in made.stderr and (conf / "app.ini").exists(), made
+        return
+    assert made.returncode == 0, made
+    ws("run", "--", "sh", "-c", LATER, check=True)
     shown = ws("diff", "--no-pager", check=True).stdout + \
         ws("status", "--no-pager", check=True).stdout
     assert "app.ini" in shown, shown
