@@ -28,9 +28,9 @@ import os
 import stat
 
 from manager.changes.meta import content_xattrs
+from manager.commit.safefs import DIR_FLAGS
 from manager.fs import longpath
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SUM_MOD = 1 << 128
 
 CHANGED = ("changed in the sandbox after this commit judged it; nothing of it was written "
@@ -46,8 +46,7 @@ class Unjudged(OSError):
 
 def entry(st: os.stat_result) -> str:
     """The fingerprint of a file, symlink, fifo or socket."""
-    return (f"{st.st_dev}:{st.st_ino}:{st.st_mode:o}:{st.st_uid}:{st.st_gid}:{st.st_size}:"
-            f"{st.st_mtime_ns}:{st.st_ctime_ns}")
+    return f"{owned(st)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def owned(st: os.stat_result) -> str:
@@ -59,7 +58,7 @@ def directory_at(dir_fd: int | None, name: str) -> str:
     """The fingerprint of directory ``name`` in ``dir_fd`` (None: the working directory);
     one its owner made unreadable has its xattrs unread, as commit then copies none."""
     try:
-        fd = os.open(name, _DIR, dir_fd=dir_fd)
+        fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except PermissionError:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         return f"{owned(st)}:unread"

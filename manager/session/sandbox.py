@@ -86,15 +86,16 @@ def pending(ctx: Context, session: Session, summarize: int | None = None,
     kept = kept_out(ctx)
     inside = paths.within_any(kept)
     seen.update(session.dir, {r: u for r, u in over_real.items() if not inside(r)})
-    return reviewable(ctx, found)
+    return reviewable(ctx, found, kept)
 
 
-def reviewable(ctx: Context, found: list[Change]) -> list[Change]:
+def reviewable(ctx: Context, found: list[Change], kept: list[str] | None = None) -> list[Change]:
     """The changes of ``found`` review shows: writes a sandboxed command made into
     workspace's own state, or where the sandbox hides the host's files (manager.hide), are
     never real changes, nor the mode of a directory above them. One rule, literal paths:
-    review, and commit's check of what it applies against what review read, ask it."""
-    kept = kept_out(ctx)
+    review, and commit's check of what it applies against what review read, ask it.
+    ``kept``: :func:`kept_out`, when the caller has it (it resolves ``hide``'s globs)."""
+    kept = kept_out(ctx) if kept is None else kept
     inside = paths.within_any(kept)
     return [c for c in found if not inside(c.real_path) and not model.holds_a_mask(c, kept)]
 
