@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -69,6 +71,19 @@ def _taken(port: int, silent: bool = False) -> socket.socket:
     held: list[socket.socket] = []
     threading.Thread(target=serve, daemon=True).start()
     return sock
+
+
+def _start_service(claude_env: ClaudeEnv) -> None:
+    """Start the service as the hook's client does, and wait for it: the failure is acted out
+    while the session's second call runs, which must find a service up (one the first call's
+    hook starts may still be importing on a loaded machine when the session ends)."""
+    code = ("import sys\nsys.path.insert(0, sys.argv[1])\n"
+            "from manager.service.server import main\nsys.exit(main(sys.argv[1:]))")
+    subprocess.Popen([sys.executable, "-I", "-S", "-c", code, str(REPO)],
+                     env=claude_env.environ(extra=ENV), stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    _endpoint(claude_env.xdg_state / "workspace" / "service")
 
 
 def _when_second_call_answered(state: Path, act: list[object]) -> threading.Thread:
@@ -143,6 +158,7 @@ def test_a_failed_service_mid_session_never_lets_a_call_out(claude_env: ClaudeEn
     plugin = _hooks(claude_env, via)
     canary = project_dir / "canary"
     act: list[object] = [failure]
+    _start_service(claude_env)
     watcher = _when_second_call_answered(claude_env.xdg_state, act)
     try:
         run = claude_env.run(project_dir, [
