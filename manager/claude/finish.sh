@@ -25,6 +25,8 @@ if [[ $__ws_rc == 0 && $__ws_cwd == /* ]]; then
     fi
     \builtin printf '%s\0%s\0' "$__ws_cwd" "$PWD" 2>/dev/null >|"$2/claude-cwd"
 fi
-\command rm -f -- "$3" ${5:+"$5"} 2>/dev/null
+# The report file stays: PostToolUse removes it with the call's record (an rm here is a fork
+# and an exec on every call); a spilled script goes now (it holds the command).
+[[ -z $5 ]] || \command rm -f -- "$5" 2>/dev/null
 \builtin unset __ws_cwd __ws_prev
 \builtin return "$__ws_rc"

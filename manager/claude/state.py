@@ -10,7 +10,8 @@ Beside the session record (:mod:`manager.session.store`) each Claude session has
     sessions/<id>/bypass-next    present: the next Bash call runs unsandboxed once
     sessions/<id>/calls/<tool_use_id>.cmd / .cwd
                                  the command we emitted (PostToolUse compares), and
-                                 the sandbox's final cwd of a running call
+                                 the sandbox's final cwd of a call (both removed by
+                                 PostToolUse; a failed call fires none: SessionEnd)
     claude-alias/<claude id>     the workspace session a new Claude session id
                                  continues (after /clear, fork)
 
@@ -132,7 +133,8 @@ def record_call(session_id: str, tool_use_id: str, command: str) -> None:
 
 
 def pop_call(session_id: str, tool_use_id: str) -> str | None:
-    """The command emitted for a call (then forgotten), or None when none was."""
+    """The command emitted for a call (then forgotten, with its report of the final
+    directory, which finish.sh read and left), or None when none was."""
     path = call_path(session_id, tool_use_id, "cmd")
     try:
         with open(path, encoding="utf-8", errors="surrogatepass") as f:
@@ -140,6 +142,10 @@ def pop_call(session_id: str, tool_use_id: str) -> str | None:
     except FileNotFoundError:
         return None
     os.unlink(path)
+    try:  # noqa: SIM105 - importing contextlib costs the hook's start-up
+        os.unlink(call_path(session_id, tool_use_id, "cwd"))
+    except FileNotFoundError:
+        pass
     return command
 
 

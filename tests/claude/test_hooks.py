@@ -229,6 +229,24 @@ def test_post_tool_use_notices_a_command_that_is_not_ours(claude: Claude) -> Non
     assert "never saw" in unseen.json["systemMessage"]
 
 
+def test_a_calls_files_go_with_its_post_tool_use(claude: Claude) -> None:
+    """The call's record and its report of the final directory stay until PostToolUse (the
+    sandboxed call runs no rm); a long command's spilled script goes when the call ends."""
+    claude.start()
+    calls = store.session_dir("sess-1") / "calls"
+    long = "echo " + "x" * 200_000 + " >/dev/null; cd sub"
+    (claude.project / "sub").mkdir()
+    answer = claude.pre_bash(long)
+    spilled = [p for p in answer.command.split("'") if p.endswith(".sh") and "toolu_" in p]
+    run = claude.shell(answer.command)
+    assert run.returncode == 0 and run.cwd == str(claude.project / "sub"), run.stderr
+    assert sorted(p.name for p in calls.iterdir()) == ["toolu_0001.cmd", "toolu_0001.cwd"]
+    assert spilled and not Path(spilled[-1]).exists()
+    done = claude.hook("PostToolUse", {"tool_name": "Bash", "tool_use_id": "toolu_0001",
+                                       "tool_input": {"command": answer.command}})
+    assert done.json == {} and list(calls.iterdir()) == []
+
+
 def test_direct_edits_never_see_a_stale_view(claude: Claude) -> None:
     claude.start()
     target = claude.project / "README.txt"

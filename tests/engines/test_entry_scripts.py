@@ -67,7 +67,7 @@ def test_finish_script_writes_what_the_hook_reads(tmp_path: Path, monkeypatch: p
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == f"rc=0 pwd={inside}"
     assert state.read_cwd("fin-1") == (str(inside), str(inside))
-    assert not cwd_file.exists()
+    assert cwd_file.exists()       # PostToolUse removes it (no rm on the call's path)
 
 
 def test_the_overlay_entry_and_holder_share_the_sync_protocol():
