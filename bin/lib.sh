@@ -62,7 +62,8 @@ ws_service_answer() {
     local LC_ALL=C port ctok stok pid state line answer fd wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
     local dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
     WS_PAYLOAD=
-    IFS= read -r -d '' WS_PAYLOAD
+    # -N: in blocks (-d '' reads a pipe a byte per system call); bytes: LC_ALL=C above.
+    IFS= read -r -N 1073741824 WS_PAYLOAD
     [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
         return 1
     # It serves Bash calls only (the file tools' hooks may start work in the sandbox): do
