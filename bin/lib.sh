@@ -89,6 +89,16 @@ ws_service_answer() {
     return 0
 }
 
+# SessionStart starts the service when none runs, so that the session's first Bash call
+# finds it up (it starts in the background; SessionStart itself is answered by Python).
+ws_service_warm() {
+    local port pid dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
+    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
+        return 0
+    { read -r port _ _ pid <"$dir/endpoint" && [[ $port$pid == +([0-9]) && -e /proc/$pid ]]; } \
+        2>/dev/null || ws_service_start
+}
+
 ws_service_start() {   # detached: it outlives this hook and the client
     [[ -n $WS_PY && ${WORKSPACE_SERVICE:-1} != 0 ]] || return 0
     setsid "$WS_PY" -I -S -c 'import sys

@@ -68,9 +68,8 @@ def _kill(pid: int) -> None:
         time.sleep(0.02)
 
 
-@pytest.fixture
-def served(claude: Claude, tmp_path: Path) -> Iterator[Claude]:
-    """A started session whose hooks use the service; every Python start of the hook is logged
+def _logged(claude: Claude, tmp_path: Path) -> None:
+    """Hooks that use the service; every Python start of the hook (or the service) is logged
     (a wrapper as WORKSPACE_PYTHON), so a test tells who answered."""
     from tests.claude.conftest import REPO
 
@@ -82,8 +81,14 @@ def served(claude: Claude, tmp_path: Path) -> Iterator[Claude]:
     wrapper.chmod(0o755)
     claude.env.update(WORKSPACE_SERVICE="1", WORKSPACE_PYTHON=str(wrapper))
     claude.log = log  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def served(claude: Claude, tmp_path: Path) -> Iterator[Claude]:
+    """A started session whose hooks use the service (see :func:`_logged`)."""
+    _logged(claude, tmp_path)
     assert claude.start().returncode == 0
-    first = claude.pre_bash("true")              # no service yet: the Python hook, which starts one
+    first = claude.pre_bash("true")      # the Python hook if the service is not up yet
     assert first.decision == "allow" and "enter.sh" in first.command, first.stdout
     _wait_for_service(claude)
     try:
@@ -97,6 +102,24 @@ def served(claude: Claude, tmp_path: Path) -> Iterator[Claude]:
 def _hook_starts(claude: Claude) -> int:
     log: Path = claude.log  # type: ignore[attr-defined]
     return log.read_text().split().count("hook") if log.exists() else 0
+
+
+def test_session_start_starts_the_service_for_the_first_call(claude: Claude,
+                                                             tmp_path: Path) -> None:
+    _logged(claude, tmp_path)
+    try:
+        assert claude.start().returncode == 0
+        _wait_for_service(claude)
+        assert _hook_starts(claude) == 1                  # SessionStart's own answer
+        again = claude.start("resume")                    # one service, however many starts
+        assert again.returncode == 0 and _hook_starts(claude) == 2
+        assert claude.log.read_text().split().count("service") == 1   # type: ignore[attr-defined]
+        first = claude.pre_bash("true")
+        assert first.decision == "allow" and "enter.sh" in first.command, first.stdout
+        assert _hook_starts(claude) == 2, "the first call was not answered by the service"
+    finally:
+        if (_svc(claude) / "pid").exists():
+            _kill(_pid(claude))
 
 
 def test_the_service_answers_as_the_hook_does(served: Claude) -> None:
