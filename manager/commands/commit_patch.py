@@ -57,7 +57,7 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
                               exclude=never_committed(ctx), vet=vet, kept=kept_out(ctx),
                               units=True) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
-        shown.forget_gone(session)   # what it committed left the upper, by its hand
+        shown.forget_gone(session, result.applied_paths if result is not None else ())
     if result is not None:
         ui.out(f"committed {ui.count(len(result.applied_paths), 'path')} whole")
         for issue in [*result.conflicts, *result.errors]:

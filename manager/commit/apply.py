@@ -290,6 +290,7 @@ def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
                              "half of it", hint="run `workspace commit` to finish it first")
     all_changes = read_changes(list(layers), project)
     chosen = select(all_changes, list(paths)) if paths else all_changes
+    _refuse_hiding_real(all_changes, chosen)
     size = sum(_size(c.upper) for c in chosen) if progress is not None else 0
     if not paths:
         for layer in layers:
@@ -301,6 +302,25 @@ def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
     if progress is not None:
         progress(len(chosen), len(chosen), size)
     return chosen
+
+
+def _refuse_hiding_real(all_changes: list[Change], chosen: list[Change]) -> None:
+    """Nothing below a directory the sandbox replaced (opaque) is dropped alone while a real
+    entry is there: the directory still hides it, so commit would delete it -- a change
+    the user declined would become a deletion (attack pass 24)."""
+    taken = {c.real_path for c in chosen}
+    opaque = [c.real_path for c in all_changes if c.opaque and c.real_path not in taken]
+    if not opaque:
+        return
+    for change in chosen:
+        above = next((o for o in opaque if is_within(change.real_path, o)
+                      and o != change.real_path), None)
+        if above is not None and os.path.lexists(change.real_path):
+            raise WorkspaceError(
+                f"{change.real_path} is inside {above}, which the sandbox replaced with "
+                "everything in it: dropping it alone would make commit delete the real one; "
+                "nothing was discarded",
+                hint=f"discard or commit {above} as a whole, or change the file in the sandbox")
 
 
 def _size(path: Path) -> int:

@@ -50,6 +50,7 @@ from manager.commit.safefs import lstat_at
 from manager.commit.safefs import open_dir_at
 from manager.commit.safefs import proc_path
 from manager.commit.safefs import rel_parts
+from manager.commit.safefs import walk_entries
 from manager.commit.safefs import walk_stats
 from manager.commit.trees import Census
 
@@ -255,6 +256,12 @@ def _plan_change(plan: Plan, ctx: _Context, change: Change) -> None:
         plan.conflicts.append(PathIssue(change.path, reason))
         ctx.blocked.add(str(change.path))
         return
+    if real is not None and step.action != "dir":
+        kept = _excluded_below(ctx, *real, change.real_path)
+        if kept is not None:      # the real directory it would remove holds an excluded path
+            plan.skipped.append(Path(kept))
+            ctx.blocked.add(str(change.path))
+            return
     census = ctx.trees.get(change.real_path)
     if census is not None:
         step = replace(step, action="tree", judged=census.judged.value)
@@ -351,8 +358,9 @@ def _plan_prune(plan: Plan, ctx: _Context, step: Step, change: Change, dir_fd: i
 def _prune_one(plan: Plan, ctx: _Context, step: Step, change: Change, fd: int, child: str,
                since: int) -> None:
     path = change.path / child
-    if ctx.excluded(path):
-        plan.skipped.append(path)
+    kept = str(path) if ctx.excluded(path) else _excluded_below(ctx, fd, child, str(path))
+    if kept is not None:
+        plan.skipped.append(Path(kept))
         plan.incomplete.add(change.path)
     elif not ctx.force and changed_since(fd, child, since):
         plan.conflicts.append(PathIssue(path, "changed outside the sandbox after the sandbox "
@@ -360,6 +368,19 @@ def _prune_one(plan: Plan, ctx: _Context, step: Step, change: Change, fd: int, c
         plan.incomplete.add(change.path)
     else:
         plan.steps.append(Step("remove", step.layer, str(path), None))
+
+
+def _excluded_below(ctx: _Context, dir_fd: int, name: str, path: str) -> str | None:
+    """The first excluded path below the real entry ``name`` (at ``path``), which a step
+    would remove with everything in it: what ``exclude`` names, and what workspace keeps
+    out itself, is never written, a deletion deeper below included (attack pass 24)."""
+    reaches = getattr(ctx.excluded, "reaches", None)
+    if reaches is not None and not reaches(path):
+        return None
+    for rel, _ in walk_entries(dir_fd, name):
+        if rel and ctx.excluded(f"{path}/{rel}"):
+            return f"{path}/{rel}"
+    return None
 
 
 def _live_names(upper: Path) -> set[str]:

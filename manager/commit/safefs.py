@@ -133,27 +133,34 @@ def remove_at(dir_fd: int, name: str) -> None:
 
 
 def walk_stats(dir_fd: int, name: str) -> Iterator[os.stat_result]:
-    """The lstat of ``name`` and, for a directory, of everything below it (a loop over
-    "/proc/self/fd" names of open directories: any depth, one descriptor per level
-    only while its entries are read)."""
+    """The lstat of ``name`` and, for a directory, of everything below it."""
+    return (st for _, st in walk_entries(dir_fd, name))
+
+
+def walk_entries(dir_fd: int, name: str) -> Iterator[tuple[str, os.stat_result]]:
+    """(path relative to ``name``, lstat) of ``name`` ("") and, for a directory, of
+    everything below it (a loop over "/proc/self/fd" names of open directories: any depth,
+    one descriptor per level only while its entries are read)."""
     st = lstat_at(dir_fd, name)
     if st is None:
         return
-    yield st
+    yield "", st
     if not stat.S_ISDIR(st.st_mode):
         return
-    todo = [proc_path(dir_fd, name)]
+    top = proc_path(dir_fd, name)
+    todo = [""]
     while todo:
-        top = todo.pop()
-        fd = longpath.open_path(top, DIR_FLAGS)
+        rel = todo.pop()
+        fd = longpath.open_path(f"{top}/{rel}" if rel else top, DIR_FLAGS)
         try:
             for child in os.listdir(fd):
                 found = lstat_at(fd, child)
                 if found is None:
                     continue
-                yield found
+                below = f"{rel}/{child}" if rel else child
+                yield below, found
                 if stat.S_ISDIR(found.st_mode):
-                    todo.append(top + "/" + child)
+                    todo.append(below)
         finally:
             os.close(fd)
 

@@ -35,6 +35,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -103,18 +104,37 @@ def without(seen: Review, reals: set[str]) -> Review:
     return Review(files, names, seen.stale)
 
 
-def forget_gone(session: Session) -> None:
+def forget_gone(session: Session, handled: Iterable[str] | None) -> None:
     """After a commit or a discard ran (the sandbox stopped, the lock held): the record's
-    entries whose upper entry is gone were committed or dropped by it, and leave the record;
-    any other that goes is refused by the next commit (attack pass 23: an entry review
-    showed, removed after it, left the rest of what review showed to apply alone)."""
+    entries it removed from the upper leave the record -- those gone that lie at or below a
+    real path it applied or dropped (``handled``; None: it dropped everything), or on the
+    way to one (a parent it tidied away). Any other entry that goes stays, and the next
+    commit refuses it (attack pass 23: an entry review showed, removed after it, left the
+    rest to apply alone; pass 24: a ``commit PATH`` then forgot it)."""
     seen = current(session)
     calls = _calls(session)
     if seen is None or seen.stale or calls is None:
         return
-    kept = [item for item in seen.files if not _gone(item[0])]
+    ours = None if handled is None else _handled(handled)
+    kept = [item for item in seen.files
+            if not (_gone(item[0]) and (ours is None or ours(item[1])))]
     if len(kept) != len(seen.files):
         _write(session, calls, kept)
+
+
+def _handled(reals: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a real path is at or below one of ``reals``, or above one."""
+    exact = {r.rstrip("/") or "/" for r in reals}
+    above = {a for r in exact for a in _ancestors(r)}
+    below = tuple(r + "/" for r in exact)
+    return lambda real: real in exact or real in above or real.startswith(below)
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    parent = os.path.dirname(path)
+    while parent != path:
+        yield parent
+        path, parent = parent, os.path.dirname(parent)
 
 
 def _gone(path: str) -> bool:

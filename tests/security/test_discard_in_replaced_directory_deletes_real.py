@@ -22,6 +22,9 @@ discard it says "deleted with everything in it" + ``other.ini`` -- consistent wi
 deletion, and a real file the user chose to keep is lost (the agent need only regenerate a
 directory, an ordinary pattern).
 
+Fixed: discard refuses an entry below a replaced directory while a real entry is there
+(``apply._refuse_hiding_real``); the directory is the unit, as ``commit -p`` offers it.
+
 Rule that would close the class: dropping a change below an opaque (or replacing)
 directory must leave the real entry as it is: discard refuses it alone (the unit is the
 directory, as ``commit -p`` offers it), or it restores the real entry's view (copies it up,
@@ -47,7 +50,18 @@ def test_discarding_a_file_in_a_replaced_directory_keeps_the_real_file(
               "&& echo agent > conf/other.ini")
     review = ws("status", check=True).stdout + ws("diff", "--no-pager", check=True).stdout
     assert "app.ini" in review, review
-    dropped = ws("discard", "--yes", str(conf / "app.ini"), check=True)
+    dropped = ws("discard", "--yes", str(conf / "app.ini"))
+    # Refused (the directory is the unit): nothing dropped, the user told why.
+    assert dropped.returncode != 0 and "replaced" in dropped.stderr, dropped
+    assert "conf" in dropped.stderr and "as a whole" in dropped.stderr, dropped
+    again = ws("diff", "--no-pager", check=True).stdout
+    assert "agent" in again and "app.ini" in again, again
+    ws("discard", "--yes", str(conf), check=True)     # the unit: the user's conf/ as it was
+    assert (conf / "app.ini").read_text() == "the user's settings\n"
+    sandboxed("rm -rf conf && mkdir conf && echo agent > conf/app.ini "
+              "&& echo agent > conf/other.ini")
+    ws("status", check=True)
+    ws("diff", "--no-pager", check=True)
     done = ws("commit")
     assert (conf / "other.ini").read_text() == "agent\n", done
     assert (conf / "app.ini").exists(), (

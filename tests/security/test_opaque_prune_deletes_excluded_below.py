@@ -60,6 +60,7 @@ def test_an_excluded_file_below_a_replaced_directory_is_not_deleted(
         "commit deleted services/api/.env, an excluded path (exclude: ['.env']), with the "
         f"directory the sandbox replaced: review said {review!r}; commit said "
         f"{done.stdout!r} {done.stderr!r}")
+    assert "excluded" in done.stdout and ".env" in done.stdout, done   # says what it kept
 
 
 def test_an_excluded_file_below_a_deleted_directory_is_not_deleted(
@@ -75,3 +76,4 @@ def test_an_excluded_file_below_a_deleted_directory_is_not_deleted(
         "commit deleted services/api/.env, an excluded path (exclude: ['.env']), with the "
         f"directory the sandbox deleted: review said {review!r}; commit said "
         f"{done.stdout!r} {done.stderr!r}")
+    assert "excluded" in done.stdout and ".env" in done.stdout, done   # says what it kept
