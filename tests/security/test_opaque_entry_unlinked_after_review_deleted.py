@@ -29,6 +29,12 @@ Promise broken: what commit applies is exactly what review showed (an unreviewed
 Rule that would close the class: a prune deletes only what review showed going: record an
 opaque (replacing) directory's names, or refuse a recorded entry that is gone when commit
 still acts on its real path (a prune below an opaque directory), instead of ignoring it.
+
+Attack pass 24 reopened it with a partial command between the unlink and the commit:
+``workspace commit notes.txt`` (or ``discard --yes notes.txt``) ran ``shown.forget_gone``,
+which dropped every recorded entry that was gone, ``conf/app.ini`` too, and the plain
+commit then pruned the real file (major). Fixed: a command forgets only what it removed
+by its own hand (at or below what it applied or dropped, or a parent it tidied).
 """
 
 from __future__ import annotations
@@ -88,9 +94,12 @@ def _real_conf(project: Path, account: accounts.Account) -> None:
     account.chown(conf, conf / "app.ini", conf / "other.ini")
 
 
+# Between the unlink and the commit, nothing, or (attack pass 24) a commit or a discard of
+# another path, which forgot every recorded entry that was gone, this one too.
+@pytest.mark.parametrize("between", ["nothing", "commit", "discard"])
 @pytest.mark.parametrize("ids", ID_SETUPS)
 def test_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
-        ids: str, tmp_path: Path) -> None:
+        ids: str, between: str, tmp_path: Path) -> None:
     account, env = account_for(ids, tmp_path)
     _real_conf(account.project, account)
     other = account.base / "other"
@@ -113,12 +122,17 @@ def test_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
         say(name)
         out, err = receiver.communicate(timeout=60)
         assert "unlinked" in out, (out, err)
+        notes = str(account.project / "notes.txt")
+        if between != "nothing":
+            first = account.ws(*(["commit", notes] if between == "commit"
+                                 else ["discard", "--yes", notes]), env=env, timeout=60)
+            assert first.returncode == 0, first
         done = account.ws("commit", env=env, timeout=60)
         app = account.project / "conf/app.ini"
         assert app.exists(), (
-            "commit deleted conf/app.ini, which review showed rewritten (the entry was "
-            f"unlinked after review): review said {review!r}; commit said "
-            f"{done.stdout!r} {done.stderr!r}")
+            f"commit deleted conf/app.ini, which review showed rewritten (the entry was "
+            f"unlinked after review; between: {between} notes.txt): review said {review!r}; "
+            f"commit said {done.stdout!r} {done.stderr!r}")
     finally:
         if receiver.poll() is None:
             receiver.kill()
