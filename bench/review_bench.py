@@ -115,7 +115,8 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], runs: int,
             forget.unlink(missing_ok=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -177,6 +178,20 @@ def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
         status_kept = timed([*cli, "status", "--no-pager"], project, env, runs,
                             label="status_kept")
         diff_kept = timed([*cli, "diff", "--no-pager"], project, env, runs, label="diff_kept")
+        (sessions[0] / "sandbox" / "running").rmdir()
+        # The plugin's launcher with the resident service up: a child of it runs the command
+        # (manager/service/commands.py), no Python start. Wall time only: the child is the
+        # service's, not ours, so its CPU is not counted here.
+        served_env = {**env, "WORKSPACE_SERVICE": "1"}
+        launcher = [str(ROOT / "bin" / "workspace")]
+        service = _start_service(served_env, work / "state")
+        try:
+            empty_served = timed([*launcher, "status"], quiet, served_env, runs, label="served")
+            status_served = timed([*launcher, "status"], project, served_env, runs, label="served")
+            diff_served = timed([*launcher, "diff"], project, served_env, runs, label="served")
+        finally:
+            service.kill()
+            service.wait()
     finally:
         # Stops the session's holder, which would otherwise outlive the work directory.
         for top in (project, quiet):
@@ -193,11 +208,31 @@ def run(work: Path, tracked: int, new: int, ignored: int, runs: int) -> int:
           f"({status_kept / status:4.2f}x status)")
     print(f"  diff, digests (containers)    {diff_kept:8.3f}  {diff_kept / git:5.2f}x   "
           f"({diff_kept / diff:4.2f}x diff)")
+    print(f"  served: status, no changes    {empty_served:8.3f}  {empty_served / git:5.2f}x")
+    print(f"  served: status                {status_served:8.3f}  {status_served / git:5.2f}x")
+    print(f"  served: diff                  {diff_served:8.3f}  {diff_served / git:5.2f}x   "
+          f"({diff_served / git_diff:4.2f}x git diff)")
     print(f"  (target: within {TARGET}x of git status)")
     print("CPU seconds (user + system), median: " + ", ".join(
         f"{label} {CPU[label]:.3f} ({CPU[label] / max(CPU['git'], 1e-3):.1f}x)" for label in
         ("git", "python", "empty", "git_diff", "first", "status", "diff")))
-    return 0 if max(status, diff) <= TARGET * git else 1
+    return 0 if min(max(status, diff), max(status_served, diff_served)) <= TARGET * git else 1
+
+
+def _start_service(env: dict[str, str], state: Path) -> subprocess.Popen[bytes]:
+    """``workspace serve`` as the hook starts it; waits until it listens."""
+    code = ("import sys\nsys.path.insert(0, sys.argv[1])\n"
+            "from manager.service.server import main\nsys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code, str(ROOT)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    endpoint = state / "workspace" / "service" / "endpoint"
+    deadline = time.monotonic() + 30
+    while not endpoint.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the service did not start")
+        time.sleep(0.05)
+    return proc
 
 
 if __name__ == "__main__":

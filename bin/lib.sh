@@ -89,6 +89,42 @@ ws_service_answer() {
     return 0
 }
 
+# The read-only review commands (status, diff, budget) through the service
+# (manager/service/commands.py): a child of it runs the CLI's own code, already imported,
+# writing straight into this process's stdout and stderr, so only when both are pipes or
+# /dev/null (a terminal gets colour and a pager, a file an offset: the CLI's own). Status 0
+# with WS_RC set: it ran; 1: nothing of it ran, the CLI is to run it.
+ws_service_command() {
+    local LC_ALL=C port ctok stok pid state line fd out err arg len
+    local wait=${WORKSPACE_SERVICE_TIMEOUT:-3} dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
+    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
+        return 1
+    ws_plain_output 1 && ws_plain_output 2 || return 1
+    { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
+        2>/dev/null && [[ $port =~ ^[0-9]+$ && $state != [Tt] ]] || return 1
+    { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
+    # The outputs as copies the request names: a redirection (the printf below) moves fd 1
+    # for as long as it runs, and the service may open it meanwhile.
+    exec {out}>&1 {err}>&2
+    len=$((${#WS_ROOT} + ${#out} + ${#err} + 3))
+    for arg; do len=$((len + ${#arg} + 1)); done
+    { printf 'WS1 %s CLI %s %s\n' "$ctok" "$$" "$len"
+      printf '%s\0' "$WS_ROOT" "$out" "$err" "$@"; } >&"$fd" 2>/dev/null
+    IFS= read -r -t "$wait" -u "$fd" line
+    if [[ $line != "$stok" ]]; then exec {fd}>&-; return 1; fi
+    # Run from here on: no timeout (a diff of 100,000 files takes its time).
+    IFS= read -r -d '' -u "$fd" line
+    exec {fd}>&-
+    [[ $line == FALLBACK ]] && return 1
+    if [[ $line != +([0-9]) ]]; then
+        printf 'workspace: the service ended before the command did; run it again\n' >&2
+        line=1
+    fi
+    WS_RC=$line
+}
+
+ws_plain_output() { [[ -p /dev/fd/$1 ]] || [[ -c /dev/fd/$1 && ! -t $1 ]]; }
+
 # SessionStart starts the service when none runs, so that the session's first Bash call
 # finds it up (it starts in the background; SessionStart itself is answered by Python).
 ws_service_warm() {

@@ -100,6 +100,11 @@ def use_colour(stream: Any = None) -> bool:
 _STDOUT_COLOUR: list[bool] = []
 
 
+def forget_terminal() -> None:
+    """Decide colour again at the next paint (a forked child with other outputs)."""
+    _STDOUT_COLOUR.clear()
+
+
 def paint(text: str, colour: str, enabled: bool | None = None) -> str:
     if enabled is None:
         if not _STDOUT_COLOUR:          # once per process: a status may paint 100,000 lines

@@ -52,11 +52,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude": {"changes", "config", "egress", "engines", "errors", "fastjson", "fs", "guardrails",
                "session", "ui", "versioning"},
     "review": {"changes", "fs", "git", "record", "ui"},
-    "service": {"claude", "errors", "fastjson", "fs", "session.paths"},   # the resident hook service
+    "service.endpoint": {"fs", "session.paths"},      # where the service listens; its lock
     "commands": {"changes", "claude", "commit", "config", "egress", "engines", "errors",
-                 "fastjson", "git", "guardrails", "hide", "review", "service", "session", "ui",
-                 "versioning"},                       # fastjson: run_lean, the lean `run`
+                 "fastjson", "git", "guardrails", "hide", "review", "service.endpoint",
+                 "session", "ui", "versioning"},      # fastjson: run_lean, the lean `run`
     "main": {"errors", "commands", "ui", "__init__"},   # ui: errors through the sink's filter
+    # The resident service: the hooks' handlers, and the CLI's review commands in a child.
+    "service": {"claude", "errors", "fastjson", "fs", "main", "service.endpoint",
+                "session.paths", "ui"},
     "__main__": {"main"},
     "__init__": set(),
 }

@@ -24,16 +24,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    import sys
+
     from manager.service import endpoint
-    from manager.service import server
 
     if args.status:
         found = endpoint.read()
         ui.out(f"workspace serve: listening on 127.0.0.1:{found[0]}" if found and
-               server.running() else "workspace serve: not running")
+               endpoint.running() else "workspace serve: not running")
         return 0
-    if server.running():
+    if endpoint.running():
         ui.out("workspace serve: already running (one per user)")
         return 0
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(server.__file__))))
-    return server.serve(root, args.idle)
+    # The service's own process, in this one's place: it sits above the commands (it runs
+    # the review commands for the plugin's launcher), so no command imports it.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-I", "-m", "manager.service.server", root,
+                              str(args.idle)])

@@ -77,3 +77,10 @@ def remove_if(client_token: str) -> None:
             os.unlink(os.path.join(directory(), NAME))
         except FileNotFoundError:
             pass
+
+
+def running() -> bool:
+    """Whether a service holds the lock (it holds it for as long as it runs)."""
+    from manager.fs.util import held
+
+    return held(os.path.join(directory(), LOCK))

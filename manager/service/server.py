@@ -18,6 +18,7 @@ the sandbox off: there is no request for any of that.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hmac
 import os
@@ -52,14 +53,18 @@ class Service:
         self.last = time.monotonic()
         self.namespaces = _namespaces("self")
         self.stale = False
+        self.children: set[int] = set()    # review commands running (service/commands.py)
+        self.listening: socket.socket | None = None
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, sock: socket.socket) -> None:
         endpoint.write_pid()
         endpoint.write(sock.getsockname()[1], self.client_token, self.service_token)
         sock.settimeout(min(TICK, max(self.idle, 0.1)))
+        self.listening = sock
         try:
             while not self.stale:
+                self._reap()
                 try:
                     conn, _ = sock.accept()
                 except TimeoutError:
@@ -79,6 +84,15 @@ class Service:
                     self._code_changed()      # after the answer: off the call's path
         finally:
             endpoint.remove_if(self.client_token)
+
+    def _reap(self) -> None:
+        for pid in list(self.children):
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0]
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.children.discard(pid)
 
     def _should_go(self) -> bool:
         found = endpoint.read()
@@ -105,6 +119,9 @@ class Service:
             return
         raw = rest + _read_exact(conn, int(length) - len(rest)) if int(length) > len(rest) \
             else rest[:int(length)]
+        if event == "CLI":
+            self.command(int(pid), raw, conn)
+            return
         answer = self.answer(event, int(pid), raw, conn)
         conn.sendall(self.service_token.encode() + b"\n" + answer + b"\0")
 
@@ -129,6 +146,59 @@ class Service:
             os.environ.clear()
             os.environ.update(saved)
             os.chdir("/")
+
+    # -- a review command (service/commands.py) ------------------------------------------------
+    def command(self, pid: int, raw: bytes, conn: socket.socket) -> None:
+        """Run a read-only review command of the CLI launcher's in a child; the child ends the
+        answer with the exit status. ``FALLBACK`` when it is not run here."""
+        from manager.service import commands
+
+        token = self.service_token.encode() + b"\n"
+        found = self._command_of(pid, raw, conn)
+        if found is None:
+            conn.sendall(token + FALLBACK + b"\0")
+            return
+        argv, env, cwd, umask, outs = found
+        commands.prepare()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.sendall(token)
+        child = os.fork()
+        if child == 0:
+            self._child(conn, argv, env, cwd, umask, outs)
+        self.children.add(child)
+        for fd in outs:
+            os.close(fd)
+
+    def _command_of(self, pid: int, raw: bytes, conn: socket.socket
+                    ) -> tuple[list[str], dict[str, str], str, int, tuple[int, int]] | None:
+        from manager.service import commands
+
+        caller = None if self.stale or not _connected_by(pid, conn) \
+            else _caller(pid, self.namespaces)
+        if caller is None:
+            return None
+        env, cwd = caller
+        umask = commands.umask_of(pid)
+        if umask is None or _state_of(env) != self.state:
+            return None
+        found = commands.request(raw, self.root, pid)
+        return None if found is None else (found[0], env, cwd, umask, found[1])
+
+    def _child(self, conn: socket.socket, argv: list[str], env: dict[str, str], cwd: str,
+               umask: int, outs: tuple[int, int]) -> None:
+        from manager.service import commands
+
+        status = 3
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if self.listening is not None:
+                self.listening.close()
+            status = commands.run_child(argv, env, cwd, umask, outs, keep=conn.fileno())
+        finally:
+            with contextlib.suppress(OSError):
+                conn.sendall(b"%d\0" % status)
+            os._exit(status & 0xFF)
 
 
 def _dispatch(event: str, raw: bytes) -> bytes:
@@ -213,6 +283,18 @@ def _connected_by(pid: int, conn: socket.socket) -> bool:
         return False
 
 
+def _state_of(env: dict[str, str]) -> str:
+    """The service directory a client with ``env`` uses (another state root: another service)."""
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        return os.path.realpath(endpoint.directory())
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _namespaces(pid: str) -> tuple[str, str]:
     return os.readlink(f"/proc/{pid}/ns/mnt"), os.readlink(f"/proc/{pid}/ns/net")
 
@@ -248,13 +330,6 @@ def code_stamp(root: str) -> list[tuple[str, int, int]]:
                 st = os.stat(path)
                 marks.append((path, st.st_mtime_ns, st.st_size))
     return sorted(marks)
-
-
-def running() -> bool:
-    """Whether a service holds the lock (it holds it for as long as it runs)."""
-    from manager.fs.util import held
-
-    return held(os.path.join(endpoint.directory(), endpoint.LOCK))
 
 
 def serve(root: str, idle: float) -> int:

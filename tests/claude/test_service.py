@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,7 +77,8 @@ def _logged(claude: Claude, tmp_path: Path) -> None:
     log = tmp_path / "python-starts"
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\ncase "$*" in *manager.claude.entry*) echo hook >> {log};; '
-                       f'*manager.service.server*) echo service >> {log};; esac\n'
+                       f'*manager.service.server*) echo service >> {log};; '
+                       f'*manager.main*) echo cli >> {log};; esac\n'
                        f'exec {REPO}/.venv/bin/python "$@"\n')
     wrapper.chmod(0o755)
     claude.env.update(WORKSPACE_SERVICE="1", WORKSPACE_PYTHON=str(wrapper))
@@ -285,4 +287,95 @@ def test_the_service_answers_only_its_own_clients_on_the_host(served: Claude) ->
              f"printf '%s' {json.dumps(payload.decode())!r} >&3 && cat <&3; echo; echo end")
     got = claude.bash(probe)
     assert "hookSpecificOutput" not in got.stdout and "end" in got.stdout, got
+    assert "FALLBACK" in got.stdout or "onnection refused" in got.stderr, got
+
+
+def _cli(claude: Claude, *argv: str, service: str = "1", env: dict[str, str] | None = None,
+         stdout: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """The plugin's launcher, output piped unless ``stdout`` says otherwise."""
+    from tests.claude.conftest import REPO
+
+    return subprocess.run([str(REPO / "bin" / "workspace"), *argv], cwd=claude.project,
+                          env=dict(env or claude.env, WORKSPACE_SERVICE=service), text=True,
+                          stdout=stdout, stderr=subprocess.PIPE, timeout=120)
+
+
+def _cli_starts(claude: Claude) -> int:
+    return claude.log.read_text().split().count("cli")  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.mark.parametrize("argv", [("status",), ("status", "--json"), ("diff",), ("diff", "--stat"),
+                                  ("budget",), ("status", "no/such/path"), ("diff", "--bogus")])
+def test_the_review_commands_are_run_by_the_service_as_by_the_cli(served: Claude,
+                                                                  argv: tuple[str, ...]) -> None:
+    """status, diff and budget from the plugin's launcher, output piped (a slash command, a
+    script): a child of the service runs them, with the same output and exit status as the
+    CLI's own process, and no Python starts."""
+    claude = served
+    assert claude.bash("echo changed > README.txt && mkdir -p d && echo new > d/n.txt").returncode == 0
+    before = _cli_starts(claude)
+    by_service = _cli(claude, *argv)
+    assert _cli_starts(claude) == before, f"the CLI started: {by_service}"
+    own = _cli(claude, *argv, service="0")
+    assert _cli_starts(claude) == before + 1
+    if "--json" in argv:   # the room left on the disk moves between two runs
+        mine, its = json.loads(by_service.stdout), json.loads(own.stdout)
+        assert mine.pop("disk").keys() == its.pop("disk").keys()
+        assert mine == its
+        own.stdout = by_service.stdout
+    assert (by_service.returncode, by_service.stdout, by_service.stderr) == \
+        (own.returncode, own.stdout, own.stderr)
+
+
+def test_a_review_command_into_a_file_is_the_clis_own(served: Claude, tmp_path: Path) -> None:
+    """A file has an offset the service's child would not share (a terminal: colour and a
+    pager): the CLI runs itself, and writes after what the file held."""
+    claude = served
+    out = tmp_path / "out.txt"
+    with out.open("w") as f:
+        f.write("kept\n")
+        f.flush()
+        before = _cli_starts(claude)
+        done = _cli(claude, "status", "--json", stdout=f)
+    assert done.returncode == 0 and _cli_starts(claude) == before + 1, done
+    head, _, rest = out.read_text().partition("\n")
+    assert head == "kept" and json.loads(rest)["session"], rest
+
+
+def test_a_review_command_of_another_state_root_is_not_served(served: Claude,
+                                                              tmp_path: Path) -> None:
+    claude = served
+    before = _cli_starts(claude)
+    done = _cli(claude, "status", env=dict(claude.env, XDG_STATE_HOME=str(tmp_path / "else")))
+    assert _cli_starts(claude) == before + 1, done     # its own CLI (no session there)
+
+
+def test_the_service_runs_only_review_commands_for_its_own_clients(served: Claude) -> None:
+    """Nothing but status, diff and budget; only for the process that asked, on the host: a
+    sandboxed command with the token leaked to it gets no command run."""
+    from tests.claude.conftest import REPO
+
+    claude = served
+    port, client, service = _endpoint(claude) or (0, "", "")
+    refused = service.encode() + b"\nFALLBACK\0"
+
+    def cli(*argv: str, pid: int) -> bytes:
+        body = b"".join(os.fsencode(w) + b"\0" for w in (str(REPO), "1", "2", *argv))
+        return _ask(port, f"WS1 {client} CLI {pid} {len(body)}".encode(), body)
+
+    for argv in (("commit",), ("discard", "--yes"), ("config", "set", "engine", "try"),
+                 ("run", "--", "true"), ("hooks", "install")):
+        assert cli(*argv, pid=os.getpid()) == refused, argv
+    other = subprocess.Popen(["sleep", "60"], env=claude.env, cwd=claude.project)
+    try:
+        assert cli("status", pid=other.pid) == refused
+    finally:
+        other.kill()
+        other.wait()
+    body = f"{REPO}\\x003\\x003\\x00status\\x00"     # ROOT, its fd 3 twice, status
+    probe = (f"exec 3<>/dev/tcp/127.0.0.1/{port} && "
+             f"printf 'WS1 {client} CLI %s {len(str(REPO)) + 12}\\n' $$ >&3 && "
+             f"printf '{body}' >&3 && cat <&3; echo; echo end")
+    got = claude.bash(probe)
+    assert "session" not in got.stdout and "end" in got.stdout, got
     assert "FALLBACK" in got.stdout or "onnection refused" in got.stderr, got
