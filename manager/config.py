@@ -45,8 +45,9 @@ TRUST_REQUIRED = frozenset(("passthrough", "plugin.allow_model_bypass", "engine"
                             "container.host", "network"))
 # ... but for these an untrusted file may still narrow what the rest allows.
 NARROWING = {"network": narrows}
-# Lists an untrusted project file may add to but not shorten (what the sandbox hides).
-ADD_ONLY = frozenset(("hide",))
+# Lists an untrusted project file may add to but not shorten (what the sandbox hides, what
+# commit never writes: attack pass 25, the project file emptied the user's `exclude`).
+ADD_ONLY = frozenset(("hide", "exclude"))
 # What sandboxed commands cannot read unless the user's config says otherwise (manager.hide).
 HIDE_DEFAULTS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube",
                  "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/gh",

@@ -79,7 +79,7 @@ def commit(args: argparse.Namespace) -> int:
                               kept=kept_out(ctx),
                               force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"), vet=vet)
-        shown.forget_gone(session, done.result.applied_paths)   # left the upper by its hand
+        shown.forget_gone(session, done.result.applied_paths, done.discarded)   # by its hand
     _merge(finished, done.result)
     if args.json:
         ui.dump_json(done.as_json())

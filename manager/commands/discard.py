@@ -32,7 +32,8 @@ def discard(args: argparse.Namespace) -> int:
     with upper_at_rest(ctx, session) as layers:
         dropped = apply.discard(session.dir, layers, session.project_path,
                                 resolve_paths(args.paths), progress=ui.progress("discarded"))
-        shown.forget_gone(session, [c.real_path for c in dropped] if args.paths else None)
+        shown.forget_gone(session, dropped=[c.real_path for c in dropped],
+                          everything=not args.paths)
     if args.json:
         ui.dump_json({"discarded": [c.as_json() for c in dropped]})
     else:

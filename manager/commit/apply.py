@@ -283,14 +283,18 @@ def _remove_strays_in(chain: DirChain, parts: tuple[str, ...], prefix: str) -> N
 
 
 def discard(session_dir: Path, layers: Sequence[Layer], project: Path,
-            paths: Sequence[Path] = (), progress: Progress | None = None) -> list[Change]:
-    """Drop the changes at or below ``paths`` (all when empty); return what was dropped."""
+            paths: Sequence[Path] = (), progress: Progress | None = None,
+            guard: bool = True) -> list[Change]:
+    """Drop the changes at or below ``paths`` (all when empty); return what was dropped.
+    ``guard``: refuse an entry whose real one a replaced directory still hides (the user's
+    discard; a commit dropping what git applied, after it applied it, must not stop)."""
     if journal.read(session_dir) is not None:
         raise WorkspaceError("an interrupted commit is unfinished; discarding now could lose "
                              "half of it", hint="run `workspace commit` to finish it first")
     all_changes = read_changes(list(layers), project)
     chosen = select(all_changes, list(paths)) if paths else all_changes
-    _refuse_hiding_real(all_changes, chosen)
+    if guard:
+        _refuse_hiding_real(all_changes, chosen)
     size = sum(_size(c.upper) for c in chosen) if progress is not None else 0
     if not paths:
         for layer in layers:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 from manager.changes.model import Change
@@ -44,6 +45,7 @@ class SessionCommit:
     result: apply.CommitResult
     history: history_mod.History | None = None
     applied: history_mod.HistoryResult | None = None
+    discarded: list[str] = field(default_factory=list)   # upper copies of what git applied
 
     @property
     def ok(self) -> bool:
@@ -102,7 +104,8 @@ def commit_session(target: Target, layers: Sequence[Layer], paths: Sequence[Path
         done.history, done.applied = history, history_mod.apply(history)
         dropped = [*dropped, *history.kept]
         if not done.applied.problems and dropped:   # never empty: that would discard everything
-            apply.discard(target.session_dir, layers, project, dropped)
+            gone = apply.discard(target.session_dir, layers, project, dropped, guard=False)
+            done.discarded = [c.real_path for c in gone]
     return done
 
 

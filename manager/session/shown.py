@@ -104,30 +104,32 @@ def without(seen: Review, reals: set[str]) -> Review:
     return Review(files, names, seen.stale)
 
 
-def forget_gone(session: Session, handled: Iterable[str] | None) -> None:
+def forget_gone(session: Session, applied: Iterable[str] = (), dropped: Iterable[str] = (),
+                everything: bool = False) -> None:
     """After a commit or a discard ran (the sandbox stopped, the lock held): the record's
-    entries it removed from the upper leave the record -- those gone that lie at or below a
-    real path it applied or dropped (``handled``; None: it dropped everything), or on the
-    way to one (a parent it tidied away). Any other entry that goes stays, and the next
-    commit refuses it (attack pass 23: an entry review showed, removed after it, left the
-    rest to apply alone; pass 24: a ``commit PATH`` then forgot it)."""
+    entries it removed from the upper leave the record -- those gone that are a real path
+    it ``applied``, or at or below one it ``dropped`` (discarded: all below goes with it),
+    or on the way to either (a parent it tidied away); ``everything``: it dropped all. Any
+    other entry that goes stays, and the next commit refuses it (attack pass 23: an entry
+    review showed, removed after it, left the rest to apply alone; passes 24 and 25: a
+    ``commit PATH`` then forgot it, a sibling, or an entry below a new parent it made)."""
     seen = current(session)
     calls = _calls(session)
     if seen is None or seen.stale or calls is None:
         return
-    ours = None if handled is None else _handled(handled)
+    ours = None if everything else _handled(applied, dropped)
     kept = [item for item in seen.files
             if not (_gone(item[0]) and (ours is None or ours(item[1])))]
     if len(kept) != len(seen.files):
         _write(session, calls, kept)
 
 
-def _handled(reals: Iterable[str]) -> Callable[[str], bool]:
-    """Whether a real path is at or below one of ``reals``, or above one."""
-    exact = {r.rstrip("/") or "/" for r in reals}
+def _handled(applied: Iterable[str], dropped: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a real path is one ``applied``, at or below one ``dropped``, or above either."""
+    exact = {r.rstrip("/") or "/" for r in (*applied, *dropped)}
     above = {a for r in exact for a in _ancestors(r)}
-    below = tuple(r + "/" for r in exact)
-    return lambda real: real in exact or real in above or real.startswith(below)
+    under = tuple((r.rstrip("/") or "") + "/" for r in dropped)
+    return lambda real: real in exact or real in above or bool(under) and real.startswith(under)
 
 
 def _ancestors(path: str) -> Iterator[str]:
