@@ -65,19 +65,19 @@ def commit(args: argparse.Namespace) -> int:
         live = ctx.engine(session).layers(session)
         _refuse_unreviewed(reviewed.unreviewed(live, session.project_path, after), paths)
     seen = shown.current(session)   # before the release, which may tidy the call records
+    kept = kept_out(ctx)            # once: it resolves hide's globs
 
     def vet(applying: list[Change]) -> None:
         # The sandbox is stopped: what is compared is what is applied, as commit read it.
         if seen is not None:
-            _refuse_changed(session, shown.late(seen, reviewable(ctx, applying), paths))
+            _refuse_changed(session, shown.late(seen, reviewable(ctx, applying, kept), paths))
 
     with upper_at_rest(ctx, session, unheld=True) as layers:
         finished = _finish_interrupted(session)
         if seen is not None:   # what it finished left the upper by its hand
             seen = shown.without(seen, {str(p) for p in finished.resumed})
-        done = commit_session(target, layers, paths, exclude=never_committed(ctx),
-                              kept=kept_out(ctx),
-                              force=args.force, allow_special=args.allow_special,
+        done = commit_session(target, layers, paths, exclude=never_committed(ctx, kept),
+                              kept=kept, force=args.force, allow_special=args.allow_special,
                               progress=ui.progress("committing"), vet=vet)
         shown.forget_gone(session, done.result.applied_paths, done.discarded)   # by its hand
     _merge(finished, done.result)

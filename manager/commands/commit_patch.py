@@ -30,7 +30,8 @@ from manager.session.store import Session
 
 def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bool) -> int:
     project = session.project_path
-    excluded = compile_patterns(never_committed(ctx), project)
+    kept = kept_out(ctx)            # once: it resolves hide's globs
+    excluded = compile_patterns(never_committed(ctx, kept), project)
     offered = [c for c in select(pending(ctx, session), paths) if not excluded(c.path)]
     seen = shown.digests(offered)   # before anything is shown
     choices = patch_prompt.choose(_units(offered, project), project, patch_prompt.terminal_ask,
@@ -49,12 +50,12 @@ def commit_patch(ctx: Context, session: Session, paths: list[Path], *, force: bo
         offered_record = shown.Review(seen, {upper for upper, _, _ in seen})
 
         def vet(applying: list[Change]) -> None:   # what commit applies, as it reads it
-            now = [c for c in reviewable(ctx, applying) if not excluded(c.path)]
+            now = [c for c in reviewable(ctx, applying, kept) if not excluded(c.path)]
             _refuse_changed(shown.late(offered_record, now, choices.whole))
 
         # Exactly the units chosen (a directory's own change, not what was offered below it).
         result = apply.commit(session.dir, layers, project, choices.whole, force=force,
-                              exclude=never_committed(ctx), vet=vet, kept=kept_out(ctx),
+                              exclude=never_committed(ctx, kept), vet=vet, kept=kept,
                               units=True) if choices.whole else None
         written = [_write(plan) for plan in choices.partial]
         shown.forget_gone(session, result.applied_paths if result is not None else ())

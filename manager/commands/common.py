@@ -17,13 +17,14 @@ def session_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", metavar="DIR", help="project directory (default: from the cwd)")
 
 
-def never_committed(ctx: Context) -> list[str]:
+def never_committed(ctx: Context, kept: list[str] | None = None) -> list[str]:
     """The user's exclude patterns, and, as spelled (``Literal``: the very paths review
-    leaves out), workspace's own state and what is hidden (``sandbox.reviewable``)."""
+    leaves out), workspace's own state and what is hidden (``sandbox.reviewable``);
+    ``kept``: ``sandbox.kept_out``, when the caller has it (it resolves ``hide``'s globs)."""
     from manager.commit.exclude import Literal
     from manager.session.sandbox import kept_out
 
-    return [*ctx.config["exclude"], *map(Literal, kept_out(ctx))]
+    return [*ctx.config["exclude"], *map(Literal, kept_out(ctx) if kept is None else kept)]
 
 
 def review_context(project: str | None) -> Context:
