@@ -29,6 +29,7 @@ from manager.changes.model import read_changes
 from manager.changes.model import select
 from manager.changes.model import select_units
 from manager.commit import journal
+from manager.commit import judged
 from manager.commit import trees
 from manager.commit.btime import may_follow
 from manager.commit.exclude import compile_patterns
@@ -240,10 +241,10 @@ def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str
     try:
         up_fd, up_name = executor.upper_at(step)
     except FileNotFoundError:
-        return "done"
+        return _upper_gone(step, rst)
     ust = lstat_at(up_fd, up_name)
     if ust is None:
-        return "done"
+        return _upper_gone(step, rst)
     if step.action == "tree":   # both there: a copy renamed in, or made outside meanwhile
         return None if rst is None else trees.LEFT
     if rst is None or (step.action == "dir" and stat.S_ISDIR(rst.st_mode)):
@@ -251,6 +252,17 @@ def _resume_state(executor: Executor, step: Step, dir_fd: int, name: str) -> str
     if same_entry(proc_path(up_fd, up_name), ust, proc_path(dir_fd, name), rst):
         return "done"
     return "changed"
+
+
+def _upper_gone(step: Step, rst: os.stat_result | None) -> str:
+    """A resumed step whose upper entry is gone: done when the real entry is the copy it
+    made (the commit removes an upper copy once it is in place); else something else
+    removed it while the commit was interrupted: left to the fresh plan, and not among what
+    the commit finished, so the review record keeps it and the check refuses it (attack
+    pass 26's lead: counted done, it left the record, and a prune applied alone)."""
+    if step.action != "write" or step.judged is None or judged.copied(rst, step.judged):
+        return "done"
+    return trees.LEFT
 
 
 def _changed_since(dir_fd: int, name: str, since_ns: int) -> bool:

@@ -49,6 +49,18 @@ def entry(st: os.stat_result) -> str:
     return f"{owned(st)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
+def copied(real: os.stat_result | None, fingerprint: str) -> bool:
+    """Whether ``real`` is a copy of the entry ``fingerprint`` describes, as a step makes it:
+    the same type and mode and size, and the same mtime where the copy sets it (a file, a
+    symlink)."""
+    fields = fingerprint.split(":")
+    if real is None or len(fields) != 8:
+        return False
+    mode, size, mtime = int(fields[2], 8), int(fields[5]), int(fields[6])
+    same = real.st_mode == mode and real.st_size == size
+    return same and (real.st_mtime_ns == mtime or not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)))
+
+
 def owned(st: os.stat_result) -> str:
     """Identity, type and mode, owner: the head of a directory's fingerprint."""
     return f"{st.st_dev}:{st.st_ino}:{st.st_mode:o}:{st.st_uid}:{st.st_gid}"

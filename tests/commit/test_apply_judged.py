@@ -188,3 +188,47 @@ def test_a_resumed_commit_finishes_what_did_not_change(
     assert result.ok and sorted(map(str, result.resumed)) == \
         [str(tree.r("new")), str(tree.r("tool"))], result.as_json()
     assert tree.r("tool").read_text() == "judged\n" and tree.r("new/f").read_text() == "new\n"
+
+
+def test_a_resumed_step_whose_upper_entry_vanished_is_not_finished(
+        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack pass 26's lead: the commit dies after its journal; its upper copy of ``tool``
+    then goes (a writer with a descriptor of the sandbox). The resume counted the step done
+    (upper entry gone), so it left the review record and nothing refused what the rest of
+    the commit then applied. Now only a step whose real entry is the copy it made is done."""
+    write(tree.r("tool"), "real\n", mode=0o755)
+    _copy_up(tree, "tool").write_text("judged\n")
+    write(tree.u("other"), "other\n")
+
+    def die(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply, "_execute", die)
+    with pytest.raises(KeyboardInterrupt):
+        apply.commit(tree.session, tree.layers, tree.real)
+    monkeypatch.undo()
+    tree.u("tool").unlink()
+    result = apply.commit(tree.session, tree.layers, tree.real)
+    assert str(tree.r("tool")) not in map(str, result.resumed), result.as_json()
+    assert tree.r("tool").read_text() == "real\n" and tree.r("other").read_text() == "other\n"
+
+
+def test_a_step_done_before_the_interruption_is_finished(
+        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its copy in place and the upper's removed, the commit dies before its journal goes:
+    the resume counts it done (the real entry is the copy it made)."""
+    write(tree.r("tool"), "real\n", mode=0o755)
+    _copy_up(tree, "tool").write_text("judged\n")
+    os.utime(tree.u("tool"), ns=(1_000_000_123, 1_000_000_123))
+
+    def die(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply, "tidy_upper", die)
+    with pytest.raises(KeyboardInterrupt):
+        apply.commit(tree.session, tree.layers, tree.real)
+    monkeypatch.undo()
+    assert journal.read(tree.session) is not None and not tree.u("tool").exists()
+    result = apply.commit(tree.session, tree.layers, tree.real)
+    assert result.ok and list(map(str, result.resumed)) == [str(tree.r("tool"))], result.as_json()
+    assert tree.r("tool").read_text() == "judged\n"
