@@ -25,6 +25,7 @@ from manager.changes.walkcache import stat_key
 from manager.fs import longpath
 from manager.fs.regular import open_regular
 from manager.record import Value
+from manager.session.paths import ancestors as ancestors
 from manager.session.paths import is_within as is_within  # the one rule, for its users here
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see manager.record

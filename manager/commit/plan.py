@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from manager.changes.model import Change
 from manager.changes.model import EntryType
 from manager.changes.model import Kind
 from manager.changes.model import Layer
+from manager.changes.model import ancestors
 from manager.changes.model import is_whiteout
 from manager.changes.model import same_content
 from manager.changes.seen import Seen
@@ -191,15 +191,7 @@ def _creates_dir(change: Change) -> bool:
 
 def _under(path: Path | str, roots: set[str]) -> bool:
     """Whether a proper ancestor of ``path`` is in ``roots`` (strings: pathlib is slow here)."""
-    if not roots:
-        return False
-    text = str(path)
-    parent = os.path.dirname(text)
-    while parent != text:
-        if parent in roots:
-            return True
-        text, parent = parent, os.path.dirname(parent)
-    return False
+    return bool(roots) and any(parent in roots for parent in ancestors(str(path)))
 
 
 def layer_of(layers: Sequence[Layer], upper: Path | str) -> int:
@@ -415,18 +407,10 @@ def _hold_opaque(plan: Plan, all_changes: list[Change], opaque: set[str]) -> Pla
     stepped = {s.path for s in plan.steps}
     unfinished = {str(c.path) for c in all_changes} - stepped
     unfinished |= {str(p) for p in plan.incomplete}
-    held = {a for u in unfinished for a in _self_and_ancestors(u) if a in opaque}
+    held = {a for u in unfinished for a in (u, *ancestors(u)) if a in opaque}
     if held:
         plan.steps = [_keep(s, held) for s in plan.steps]
     return plan
-
-
-def _self_and_ancestors(text: str) -> Iterator[str]:
-    yield text
-    parent = os.path.dirname(text)
-    while parent != text:
-        yield parent
-        text, parent = parent, os.path.dirname(parent)
 
 
 def _keep(step: Step, held: set[str]) -> Step:

@@ -18,6 +18,7 @@ import os
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook ~5 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from collections.abc import Iterator
     from pathlib import Path
     from typing import Any
     from typing import TypeGuard
@@ -167,6 +168,14 @@ def is_within(path: str | Path, root: str | Path) -> bool:
     it over every change, and the hook path has no pathlib."""
     text, top = str(path), str(root).rstrip("/") or "/"
     return text == top or text.startswith(top if top == "/" else top + "/")
+
+
+def ancestors(path: str) -> Iterator[str]:
+    """Each proper ancestor of ``path``, nearest first (strings, as :func:`is_within`)."""
+    parent = os.path.dirname(path)
+    while parent != path:
+        yield parent
+        path, parent = parent, os.path.dirname(parent)
 
 
 def within_any(roots: list[str]) -> Callable[[str], bool]:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from manager.changes.model import Change
 from manager.changes.model import EntryType
+from manager.changes.model import ancestors
 from manager.changes.model import is_within
 from manager.fs.regular import open_regular
 from manager.session.store import Session
@@ -127,16 +128,9 @@ def forget_gone(session: Session, applied: Iterable[str] = (), dropped: Iterable
 def _handled(applied: Iterable[str], dropped: Iterable[str]) -> Callable[[str], bool]:
     """Whether a real path is one ``applied``, at or below one ``dropped``, or above either."""
     exact = {r.rstrip("/") or "/" for r in (*applied, *dropped)}
-    above = {a for r in exact for a in _ancestors(r)}
+    above = {a for r in exact for a in ancestors(r)}
     under = tuple((r.rstrip("/") or "") + "/" for r in dropped)
     return lambda real: real in exact or real in above or bool(under) and real.startswith(under)
-
-
-def _ancestors(path: str) -> Iterator[str]:
-    parent = os.path.dirname(path)
-    while parent != path:
-        yield parent
-        path, parent = parent, os.path.dirname(parent)
 
 
 def _gone(path: str) -> bool:
