@@ -20,48 +20,38 @@ import stat
 import sys
 
 SERVED = ("status", "diff", "budget")
-FALLBACK = b"FALLBACK"
 
 
 def request(raw: bytes, root: str, pid: int) -> tuple[list[str], tuple[int, int]] | None:
     """The argv to run for a ``CLI`` request (``ROOT OUT ERR ARGV...``, each ending in a NUL;
     OUT and ERR: the client's descriptors of its stdout and stderr), and those two outputs
     opened anew; None when the service must not run it: another plugin root's launcher (its
-    own code answers), a command that is not a read-only review, a client whose credentials
-    are not the service's or whose outputs are not pipes or ``/dev/null``."""
+    own code answers), a command that is not a read-only review, or outputs that are not
+    pipes or ``/dev/null``."""
     words = [os.fsdecode(w) for w in raw.split(b"\0")]
     if len(words) < 5 or words[-1] != "" or os.path.realpath(words[0]) != root:
         return None
     argv = words[3:-1]
-    if argv[0] not in SERVED or not (words[1].isdigit() and words[2].isdigit()) or \
-            not _same_credentials(pid):
+    if argv[0] not in SERVED or not (words[1].isdigit() and words[2].isdigit()):
         return None
     outs = outputs(pid, int(words[1]), int(words[2]))
     return None if outs is None else (argv, outs)
 
 
-def _same_credentials(pid: int) -> bool:
-    """The client's uids and groups are the service's (a group added since it started)."""
+def umask_of(pid: int) -> int | None:
+    """The client's umask, when its uids and groups are the service's (a child of the
+    service has those: not a group added since it started); None otherwise."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)
-    except OSError:
-        return False
+        umask = int(fields["Umask"], 8)
+    except (OSError, KeyError, ValueError):
+        return None
     uids = {int(u) for u in fields.get("Uid", "").split()}
     gids = {int(g) for g in fields.get("Gid", "").split()}
     groups = {int(g) for g in fields.get("Groups", "").split()}
-    return uids == {os.geteuid()} and gids == {os.getegid()} and groups == set(os.getgroups())
-
-
-def umask_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        return None
-    return None
+    same = uids == {os.geteuid()} and gids == {os.getegid()} and groups == set(os.getgroups())
+    return umask if same else None
 
 
 def outputs(pid: int, out: int, err: int) -> tuple[int, int] | None:

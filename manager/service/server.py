@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 
 from manager.service import endpoint
 
@@ -134,18 +135,14 @@ class Service:
         env, cwd = caller
         if os.path.realpath(env.get("CLAUDE_PLUGIN_ROOT") or "/nonexistent") != self.root:
             return FALLBACK           # another release of the plugin: its own code answers
-        saved = dict(os.environ)
-        try:
-            os.environ.clear()
-            os.environ.update(env)
+        with _environment(env):
             os.chdir(cwd)
-            if os.path.realpath(endpoint.directory()) != self.state:
-                return FALLBACK       # another state root: its own service answers
-            return _dispatch(event, raw)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-            os.chdir("/")
+            try:
+                if os.path.realpath(endpoint.directory()) != self.state:
+                    return FALLBACK   # another state root: its own service answers
+                return _dispatch(event, raw)
+            finally:
+                os.chdir("/")
 
     # -- a review command (service/commands.py) ------------------------------------------------
     def command(self, pid: int, raw: bytes, conn: socket.socket) -> None:
@@ -180,7 +177,9 @@ class Service:
             return None
         env, cwd = caller
         umask = commands.umask_of(pid)
-        if umask is None or _state_of(env) != self.state:
+        with _environment(env):
+            state = os.path.realpath(endpoint.directory())
+        if umask is None or state != self.state:
             return None
         found = commands.request(raw, self.root, pid)
         return None if found is None else (found[0], env, cwd, umask, found[1])
@@ -283,13 +282,15 @@ def _connected_by(pid: int, conn: socket.socket) -> bool:
         return False
 
 
-def _state_of(env: dict[str, str]) -> str:
-    """The service directory a client with ``env`` uses (another state root: another service)."""
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """The client's environment in this process for a while (the state root it names, the
+    handlers' settings), the service's own again after."""
     saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
     try:
-        os.environ.clear()
-        os.environ.update(env)
-        return os.path.realpath(endpoint.directory())
+        yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
