@@ -60,19 +60,16 @@ ws_start_bootstrap() {
 # an answer without the service's token (another process on its port), or FALLBACK.
 ws_service_answer() {
     local LC_ALL=C port ctok stok pid state line answer fd wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
-    local dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
     WS_PAYLOAD=
     # -N: in blocks (-d '' reads a pipe a byte per system call); bytes: LC_ALL=C above.
     IFS= read -r -N 1073741824 WS_PAYLOAD
-    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
-        return 1
+    ws_service_wanted || return 1
     # It serves Bash calls only (the file tools' hooks may start work in the sandbox): do
     # not pay its round trip for an answer of FALLBACK. (Only a shortcut: it checks again.)
     [[ $WS_PAYLOAD =~ \"tool_name\"[[:space:]]*:[[:space:]]*\"Bash\" ]] || return 1
-    { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
-        2>/dev/null && [[ $port =~ ^[0-9]+$ ]] || { ws_service_start; return 1; }
+    ws_service_endpoint || { ws_service_start; return 1; }
     # A stopped service (^Z, SIGSTOP) would take each call's connection into its queue and
-    # answer none: skip it (its state is the word after "(comm)" in /proc/PID/stat).
+    # answer none: skip it.
     [[ $state == [Tt] ]] && return 1
     { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || { ws_service_start; return 1; }
     printf 'WS1 %s %s %s %s\n%s' "$ctok" "$1" "$$" "${#WS_PAYLOAD}" "$WS_PAYLOAD" >&"$fd" 2>/dev/null
@@ -95,13 +92,9 @@ ws_service_answer() {
 # /dev/null (a terminal gets colour and a pager, a file an offset: the CLI's own). Status 0
 # with WS_RC set: it ran; 1: nothing of it ran, the CLI is to run it.
 ws_service_command() {
-    local LC_ALL=C port ctok stok pid state line fd out err arg len
-    local wait=${WORKSPACE_SERVICE_TIMEOUT:-3} dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
-    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
-        return 1
-    ws_plain_output 1 && ws_plain_output 2 || return 1
-    { read -r port ctok stok pid <"$dir/endpoint" && read -r _ _ state _ <"/proc/$pid/stat"; } \
-        2>/dev/null && [[ $port =~ ^[0-9]+$ && $state != [Tt] ]] || return 1
+    local LC_ALL=C port ctok stok pid state line fd out err arg len wait=${WORKSPACE_SERVICE_TIMEOUT:-3}
+    ws_service_wanted && ws_plain_output 1 && ws_plain_output 2 || return 1
+    ws_service_endpoint && [[ $state != [Tt] ]] || return 1
     { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
     # The outputs as copies the request names: a redirection (the printf below) moves fd 1
     # for as long as it runs, and the service may open it meanwhile.
@@ -128,11 +121,22 @@ ws_plain_output() { [[ -p /dev/fd/$1 ]] || [[ -c /dev/fd/$1 && ! -t $1 ]]; }
 # SessionStart starts the service when none runs, so that the session's first Bash call
 # finds it up (it starts in the background; SessionStart itself is answered by Python).
 ws_service_warm() {
-    local port pid dir=${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service
-    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]] ||
-        return 0
-    { read -r port _ _ pid <"$dir/endpoint" && [[ $port$pid == +([0-9]) && -e /proc/$pid ]]; } \
-        2>/dev/null || ws_service_start
+    local port ctok stok pid state
+    ws_service_wanted || return 0
+    ws_service_endpoint || ws_service_start
+}
+
+# Whether the service is to be asked at all: WORKSPACE_SERVICE=0 turns it off, and the
+# tests' guard keeps it from the default state root.
+ws_service_wanted() {
+    [[ ${WORKSPACE_SERVICE:-1} != 0 && ( -n $XDG_STATE_HOME || -z $WORKSPACE_FORBID_DEFAULT_STATE ) ]]
+}
+
+# The running service's endpoint into the caller's port, ctok, stok and pid, and its
+# process's state into state (the word after "(comm)" in /proc/PID/stat); 1 when none runs.
+ws_service_endpoint() {
+    { read -r port ctok stok pid <"${XDG_STATE_HOME:-$HOME/.local/state}/workspace/service/endpoint" &&
+        read -r _ _ state _ <"/proc/$pid/stat"; } 2>/dev/null && [[ $port =~ ^[0-9]+$ ]]
 }
 
 ws_service_start() {   # detached: it outlives this hook and the client
