@@ -44,6 +44,18 @@ def _after_plan(monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> 
     monkeypatch.setattr(journal, "write", write_then_change)
 
 
+def _interrupted(tree: Tree, monkeypatch: pytest.MonkeyPatch, at: str = "_execute") -> None:
+    """A commit killed (Ctrl-C) when it reaches ``apply.<at>``: its journal stays."""
+    def die(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply, at, die)
+    with pytest.raises(KeyboardInterrupt):
+        apply.commit(tree.session, tree.layers, tree.real)
+    monkeypatch.undo()
+    assert journal.read(tree.session) is not None
+
+
 def _setuid_sh(path: Path) -> None:
     path.unlink()
     shutil.copy("/bin/sh", path)
@@ -152,17 +164,7 @@ def test_a_resumed_commit_leaves_a_changed_entry_to_its_fresh_plan(
     _copy_up(tree, "tool").write_text("judged\n")
     write(tree.u("other"), "other\n")
 
-    class Died(Exception):
-        pass
-
-    def die(*_: object, **__: object) -> None:
-        raise Died
-
-    monkeypatch.setattr(apply, "_execute", die)
-    with pytest.raises(Died):
-        apply.commit(tree.session, tree.layers, tree.real)
-    monkeypatch.undo()
-    assert journal.read(tree.session) is not None
+    _interrupted(tree, monkeypatch)
     _setuid_sh(tree.u("tool"))
     result = apply.commit(tree.session, tree.layers, tree.real)
     assert [str(r.path) for r in result.refused] == [str(tree.r("tool"))], result.as_json()
@@ -177,13 +179,7 @@ def test_a_resumed_commit_finishes_what_did_not_change(
     _copy_up(tree, "tool").write_text("judged\n")
     write(tree.u("new/f"), "new\n")
 
-    def die(*_: object, **__: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(apply, "_execute", die)
-    with pytest.raises(KeyboardInterrupt):
-        apply.commit(tree.session, tree.layers, tree.real)
-    monkeypatch.undo()
+    _interrupted(tree, monkeypatch)
     result = apply.commit(tree.session, tree.layers, tree.real)
     assert result.ok and sorted(map(str, result.resumed)) == \
         [str(tree.r("new")), str(tree.r("tool"))], result.as_json()
@@ -200,13 +196,7 @@ def test_a_resumed_step_whose_upper_entry_vanished_is_not_finished(
     _copy_up(tree, "tool").write_text("judged\n")
     write(tree.u("other"), "other\n")
 
-    def die(*_: object, **__: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(apply, "_execute", die)
-    with pytest.raises(KeyboardInterrupt):
-        apply.commit(tree.session, tree.layers, tree.real)
-    monkeypatch.undo()
+    _interrupted(tree, monkeypatch)
     tree.u("tool").unlink()
     result = apply.commit(tree.session, tree.layers, tree.real)
     assert str(tree.r("tool")) not in map(str, result.resumed), result.as_json()
@@ -221,14 +211,8 @@ def test_a_step_done_before_the_interruption_is_finished(
     _copy_up(tree, "tool").write_text("judged\n")
     os.utime(tree.u("tool"), ns=(1_000_000_123, 1_000_000_123))
 
-    def die(*_: object, **__: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(apply, "tidy_upper", die)
-    with pytest.raises(KeyboardInterrupt):
-        apply.commit(tree.session, tree.layers, tree.real)
-    monkeypatch.undo()
-    assert journal.read(tree.session) is not None and not tree.u("tool").exists()
+    _interrupted(tree, monkeypatch, at="tidy_upper")
+    assert not tree.u("tool").exists()
     result = apply.commit(tree.session, tree.layers, tree.real)
     assert result.ok and list(map(str, result.resumed)) == [str(tree.r("tool"))], result.as_json()
     assert tree.r("tool").read_text() == "judged\n"
