@@ -32,7 +32,6 @@ applies them (``late`` over every recorded entry below each applied directory).
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -40,42 +39,23 @@ import pytest
 
 from tests.engines import accounts
 from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import SEND_DIRECTORY
+from tests.security.two_sessions import UNLINK_WHEN_TOLD
 from tests.security.two_sessions import account_for
+from tests.security.two_sessions import other_session
 from tests.security.two_sessions import say
+from tests.security.two_sessions import stop
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
-RECEIVE = """
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind("\\0" + sys.argv[1])
-s.listen(2)
-c, _ = s.accept()
-_, fds, _, _ = socket.recv_fds(c, 100, 1)
-print("received", len(fds), flush=True)
-go, _ = s.accept()
-go.recv(10)
-os.unlink("old.py", dir_fd=fds[0])
-print("unlinked", flush=True)
-"""
-
 MOVE_AND_SEND = """
-import os, socket, sys, time
+import os
 os.mkdir("newpkg")
 os.rename("src/old.py", "newpkg/old.py")
 with open("newpkg/README", "w") as f:
     f.write("the new package\\n")
-for _ in range(200):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect("\\0" + sys.argv[1])
-        break
-    except OSError:
-        s.close()
-        time.sleep(0.1)
-socket.send_fds(s, [b"dir"], [os.open("newpkg", os.O_RDONLY | os.O_DIRECTORY)])
-print("sent", flush=True)
-"""
+SENT = "newpkg"
+""" + SEND_DIRECTORY
 
 
 @pytest.mark.parametrize("ids", ID_SETUPS)
@@ -86,15 +66,8 @@ def test_commit_path_with_a_new_parent_does_not_forget_a_sibling_unlinked_after_
     src.mkdir()
     (src / "old.py").write_text("the user's code\n")
     account.chown(src, src / "old.py")
-    other = account.base / "other"
-    other.mkdir()
-    account.chown(other)
     name = f"ws-attack25-{uuid.uuid4().hex[:12]}"
-    full = account.env(**env)
-    receiver = subprocess.Popen(
-        [*account.prefix, "env", *(f"{k}={v}" for k, v in full.items()), account.python, "-m",
-         "manager", "run", "--project", str(other), "--", "python3", "-c", RECEIVE, name],
-        cwd=other, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    receiver = other_session(account, env, UNLINK_WHEN_TOLD, name, "old.py")
     try:
         sent = account.ws("run", "--", "python3", "-c", MOVE_AND_SEND, name, env=env,
                           timeout=60)
@@ -117,7 +90,5 @@ def test_commit_path_with_a_new_parent_does_not_forget_a_sibling_unlinked_after_
             f"whose new parent newpkg it lies below): review said {review!r}; commit said "
             f"{done.stdout!r} {done.stderr!r}")
     finally:
-        if receiver.poll() is None:
-            receiver.kill()
-            receiver.wait(timeout=10)
+        stop(receiver)
         accounts.clean(account)

@@ -40,7 +40,6 @@ by its own hand (at or below what it applied or dropped, or a parent it tidied).
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -48,42 +47,25 @@ import pytest
 
 from tests.engines import accounts
 from tests.security.two_sessions import ID_SETUPS
+from tests.security.two_sessions import SEND_DIRECTORY
+from tests.security.two_sessions import UNLINK_WHEN_TOLD
 from tests.security.two_sessions import account_for
+from tests.security.two_sessions import other_session
 from tests.security.two_sessions import say
+from tests.security.two_sessions import stop
 
 pytestmark = [pytest.mark.engine, pytest.mark.needs_root]
 
-RECEIVE = """
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind("\\0" + sys.argv[1])
-s.listen(2)
-c, _ = s.accept()
-_, fds, _, _ = socket.recv_fds(c, 100, 1)
-print("received", len(fds), flush=True)
-go, _ = s.accept()          # the agent would use a timer; the test says when
-go.recv(10)
-os.unlink("app.ini", dir_fd=fds[0])
-print("unlinked", flush=True)
-"""
-
 REPLACE_AND_SEND = """
-import os, shutil, socket, sys, time
+import os, shutil
 shutil.rmtree("conf")
 os.mkdir("conf")
 with open("conf/app.ini", "w") as f:
     f.write("reviewed new settings\\n")
-for _ in range(200):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect("\\0" + sys.argv[1])
-        break
-    except OSError:
-        s.close()
-        time.sleep(0.1)
-socket.send_fds(s, [b"dir"], [os.open("conf", os.O_RDONLY | os.O_DIRECTORY)])
-print("sent", flush=True)
-"""
+with open("notes.txt", "w") as f:
+    f.write("notes\\n")
+SENT = "conf"
+""" + SEND_DIRECTORY
 
 
 def _real_conf(project: Path, account: accounts.Account) -> None:
@@ -102,15 +84,8 @@ def test_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
         ids: str, between: str, tmp_path: Path) -> None:
     account, env = account_for(ids, tmp_path)
     _real_conf(account.project, account)
-    other = account.base / "other"
-    other.mkdir()
-    account.chown(other)
     name = f"ws-attack23-{uuid.uuid4().hex[:12]}"
-    full = account.env(**env)
-    receiver = subprocess.Popen(
-        [*account.prefix, "env", *(f"{k}={v}" for k, v in full.items()), account.python, "-m",
-         "manager", "run", "--project", str(other), "--", "python3", "-c", RECEIVE, name],
-        cwd=other, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    receiver = other_session(account, env, UNLINK_WHEN_TOLD, name, "app.ini")
     try:
         sent = account.ws("run", "--", "python3", "-c", REPLACE_AND_SEND, name, env=env,
                           timeout=60)
@@ -134,9 +109,7 @@ def test_a_file_unlinked_in_a_replaced_directory_after_review_is_not_deleted(
             f"unlinked after review; between: {between} notes.txt): review said {review!r}; "
             f"commit said {done.stdout!r} {done.stderr!r}")
     finally:
-        if receiver.poll() is None:
-            receiver.kill()
-            receiver.wait(timeout=10)
+        stop(receiver)
         accounts.clean(account)
 
 

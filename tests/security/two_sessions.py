@@ -70,3 +70,55 @@ def wait_line(proc: subprocess.Popen[str], word: str) -> None:
 
 def text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+# Another session's process: receives one directory descriptor on the abstract socket
+# argv[1], then, when told (``say``), unlinks the name argv[2] in that directory.
+UNLINK_WHEN_TOLD = """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0" + sys.argv[1])
+s.listen(2)
+c, _ = s.accept()
+_, fds, _, _ = socket.recv_fds(c, 100, 1)
+print("received", len(fds), flush=True)
+go, _ = s.accept()          # the agent would use a timer; the test says when
+go.recv(10)
+os.unlink(sys.argv[2], dir_fd=fds[0])
+print("unlinked", flush=True)
+"""
+
+# The end of a sandboxed call's script: a descriptor of the directory ``SENT`` to the
+# process listening on the abstract socket argv[1].
+SEND_DIRECTORY = """
+import os, socket, sys, time
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\\0" + sys.argv[1])
+        break
+    except OSError:
+        s.close()
+        time.sleep(0.1)
+socket.send_fds(s, [b"dir"], [os.open(SENT, os.O_RDONLY | os.O_DIRECTORY)])
+print("sent", flush=True)
+"""
+
+
+def other_session(account: accounts.Account, env: dict[str, str], script: str,
+                  *args: str) -> subprocess.Popen[str]:
+    """``script`` run with ``args`` as a call of another session (project ``other``)."""
+    other = account.base / "other"
+    other.mkdir()
+    account.chown(other)
+    full = account.env(**env)
+    return subprocess.Popen(
+        [*account.prefix, "env", *(f"{k}={v}" for k, v in full.items()), account.python, "-m",
+         "manager", "run", "--project", str(other), "--", "python3", "-c", script, *args],
+        cwd=other, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
